@@ -1,0 +1,39 @@
+# Every target makes the local .venv first; it is rebuilt only when
+# pyproject.toml changes, so the targets are cheap to repeat.
+PYTHON ?= python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: example test lint typecheck tools bench clean
+
+example: $(STAMP) ## Render the example composite through the real function.
+	$(BIN)/function-controlplane render
+
+test: $(STAMP) tools ## Run every test: lint, types, unit, gRPC and end to end.
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+	$(BIN)/pytest
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+typecheck: $(STAMP)
+	$(BIN)/mypy
+
+tools: ## Build the Go tools the tests drive (cached in .tools/bin).
+	tools/build.sh
+
+bench: $(STAMP)
+	$(BIN)/python bench/function_latency.py
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+clean:
+	rm -rf $(VENV) .tools .pytest_cache .mypy_cache .ruff_cache .hypothesis

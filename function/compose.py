@@ -1,0 +1,308 @@
+"""The pure composition: observed state and input in, an outcome out.
+
+No gRPC and no I/O here, so every rule of the contract is tested directly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+from function import model
+from function.model import ControlPlaneSpec, Input, InvalidError
+from function.names import Names, bucket_name
+from function.observed import Condition, Observed, Resource, dig
+from function.resources import flux, iam, instance, schedule, storage, usage
+from function.resources.target import Target
+
+CLAIM_NAMESPACE_LABEL = "crossplane.io/claim-namespace"
+
+# Crossplane may serve a cached response this long. Short while something is
+# awaited, so a new Ready or ARN is picked up soon; longer once all is settled.
+PENDING_TTL = timedelta(seconds=15)
+SETTLED_TTL = timedelta(minutes=2)
+
+INSTANCE = "instance"
+GIT_REPOSITORY = "git-repository"
+KUSTOMIZATION = "kustomization"
+BACKUP_ROLE = "backup-role"
+BACKUP_ATTACHMENT = "backup-role-policy-attachment"
+BACKUP_SCHEDULE = "backup-schedule"
+
+# (used, user): the user must be deleted before what it uses.
+DEPENDENCIES = (
+    (INSTANCE, KUSTOMIZATION),
+    (INSTANCE, BACKUP_SCHEDULE),
+    (BACKUP_ROLE, BACKUP_SCHEDULE),
+    (BACKUP_ATTACHMENT, BACKUP_SCHEDULE),
+)
+
+INSTANCE_READY = "InstanceReady"
+SOURCE_SYNCED = "SourceSynced"
+BACKUPS_READY = "BackupsReady"
+NOT_CONFIGURED = "NotConfigured"
+WAITING_FOR_INSTANCE = "WaitingForInstance"
+WAITING_FOR_ROLE_ARN = "WaitingForRoleArn"
+
+
+@dataclass(frozen=True)
+class Desired:
+    """One desired composed resource and whether it is ready."""
+
+    body: dict[str, Any]
+    ready: bool
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """Everything the function answers with, free of gRPC types."""
+
+    resources: dict[str, Desired]
+    status: dict[str, Any]
+    conditions: tuple[Condition, ...]
+    connection_details: dict[str, bytes] = field(default_factory=dict)
+    warnings: tuple[str, ...] = ()
+    ttl: timedelta = SETTLED_TTL
+
+
+def compose(observed: Observed, raw_input: Any) -> Outcome:
+    """Compose one ControlPlane composite.
+
+    Raises:
+        InvalidError: the composite or the input breaks a rule; its message
+            names the field path and the rule.
+    """
+    settings = model.parse_input(raw_input)
+    composite = observed.composite
+    spec = model.parse_spec(composite.get("spec"))
+    if spec.backup is not None and settings.backup is None:
+        msg = "input.backup: is required when spec.backup is set"
+        raise InvalidError(msg)
+    target = _target(composite, spec, settings)
+    return _Composition(target, observed.resources).outcome()
+
+
+def _target(composite: Mapping[str, Any], spec: ControlPlaneSpec, settings: Input) -> Target:
+    name = dig(composite, "metadata", "name")
+    if not isinstance(name, str) or not name:
+        msg = "metadata.name: is required"
+        raise InvalidError(msg)
+    namespace = dig(composite, "metadata", "namespace")
+    if namespace:
+        return Target(spec, settings, Names(namespace, name), legacy=False)
+    # A legacy composite is cluster scoped: its objects go to its claim's namespace.
+    labels = dig(composite, "metadata", "labels") or {}
+    namespace = labels.get(CLAIM_NAMESPACE_LABEL) or settings.legacy.namespace
+    return Target(spec, settings, Names(namespace, name), legacy=True)
+
+
+class _Composition:
+    """One run of the composition, so each step reads the state it needs by name."""
+
+    def __init__(self, target: Target, observed: Mapping[str, Resource]) -> None:
+        self.target = target
+        self.observed = observed
+        self.spec = target.spec
+        self.desired: dict[str, dict[str, Any]] = {}
+        self.warnings: list[str] = []
+        self.status: dict[str, Any] = {}
+        self.conditions: list[Condition] = []
+        self.awaiting = False
+
+    def outcome(self) -> Outcome:
+        self._instance()
+        self._source()
+        self._backup()
+        self._usages()
+        resources = {name: Desired(body, self._ready(name)) for name, body in self.desired.items()}
+        settled = not self.awaiting and all(d.ready for d in resources.values())
+        return Outcome(
+            resources=resources,
+            status=self.status,
+            conditions=tuple(self.conditions),
+            connection_details=self._connection_details(),
+            warnings=tuple(self.warnings),
+            ttl=SETTLED_TTL if settled else PENDING_TTL,
+        )
+
+    def _ready(self, name: str) -> bool:
+        seen = self.observed.get(name)
+        return seen is not None and seen.ready.true
+
+    def _instance(self) -> None:
+        names = self.target.names
+        seen = self.observed.get(INSTANCE)
+        self.desired[INSTANCE] = instance.instance(self.target, self._restore_from(seen))
+        ready = self._ready(INSTANCE)
+        status: dict[str, Any] = {
+            "ready": ready,
+            "kubeconfigSecretRef": {
+                "name": names.kubeconfig_secret,
+                "key": instance.KUBECONFIG_KEY,
+            },
+        }
+        if seen is not None and seen.get("status", "atProvider", "id"):
+            status["id"] = seen.get("status", "atProvider", "id")
+        self.status["instance"] = status
+        if ready:
+            self.conditions.append(Condition(INSTANCE_READY, "True", "Available"))
+        else:
+            self.conditions.append(
+                _waiting(
+                    INSTANCE_READY, WAITING_FOR_INSTANCE, seen, "the Instance is being created"
+                )
+            )
+
+    def _restore_from(self, seen: Resource | None) -> str | None:
+        """Restore is asked for only when the Instance is created, and then kept as it was."""
+        if seen is not None:
+            kept = seen.get("spec", "forProvider", "initialRestorationFrom", "backupRef", "name")
+            if self.spec.restore and not kept:
+                self.warnings.append(
+                    "spec.restore is honoured only when the instance is first created; "
+                    "the existing instance is left as it is"
+                )
+            return str(kept) if kept else None
+        return self.spec.restore.backup_name if self.spec.restore else None
+
+    def _source(self) -> None:
+        source = self.spec.source
+        if source is None:
+            self.conditions.append(
+                Condition(SOURCE_SYNCED, "True", NOT_CONFIGURED, "spec.source is not set")
+            )
+            return
+        self.desired[GIT_REPOSITORY] = flux.git_repository(self.target, source)
+        # Compose the Kustomization once the kubeconfig exists; never withdraw
+        # it again when the instance's readiness flickers.
+        if self._ready(INSTANCE) or KUSTOMIZATION in self.observed:
+            self.desired[KUSTOMIZATION] = flux.kustomization(self.target, source)
+        else:
+            self.awaiting = True
+        synced = self._ready(GIT_REPOSITORY) and self._ready(KUSTOMIZATION)
+        status: dict[str, Any] = {"ready": synced}
+        revision = _first(
+            self._observed_value(KUSTOMIZATION, "status", "lastAppliedRevision"),
+            self._observed_value(GIT_REPOSITORY, "status", "artifact", "revision"),
+        )
+        if revision:
+            status["revision"] = revision
+        self.status["source"] = status
+        if KUSTOMIZATION not in self.desired:
+            self.conditions.append(
+                Condition(
+                    SOURCE_SYNCED,
+                    "False",
+                    WAITING_FOR_INSTANCE,
+                    "the Kustomization is composed once the Instance is ready",
+                )
+            )
+        else:
+            self.conditions.append(self._summary(SOURCE_SYNCED, (GIT_REPOSITORY, KUSTOMIZATION)))
+
+    def _backup(self) -> None:
+        backup = self.spec.backup
+        settings = self.target.settings.backup
+        if backup is None or settings is None:
+            self.conditions.append(
+                Condition(BACKUPS_READY, "True", NOT_CONFIGURED, "spec.backup is not set")
+            )
+            return
+        names = self.target.names
+        region = backup.bucket.region or self.target.settings.aws.region
+        bucket = backup.bucket.name or bucket_name(
+            settings.bucket_name_prefix, names.namespace, names.composite
+        )
+        ttl = backup.ttl or settings.defaults.ttl
+        if backup.bucket.name is None:
+            self.desired.update(storage.bucket_objects(self.target, bucket, region, ttl))
+        self.desired.update(iam.role_objects(self.target, bucket))
+        # The ARN, or the one the schedule already carries while the role flickers.
+        role_arn = _first(
+            self._observed_value(BACKUP_ROLE, "status", "atProvider", "arn"),
+            self._observed_value(BACKUP_SCHEDULE, "spec", "storage", "roleArn"),
+        )
+        if role_arn:
+            self.desired[BACKUP_SCHEDULE] = schedule.backup_schedule(
+                self.target,
+                backup.schedule or settings.defaults.schedule,
+                ttl,
+                backup.suspend,
+                schedule.Storage(bucket, region, names.backup_prefix, role_arn),
+            )
+        else:
+            self.awaiting = True
+        parts = tuple(name for name in self.desired if name.startswith("backup-"))
+        status: dict[str, Any] = {
+            "ready": all(self._ready(name) for name in parts) and BACKUP_SCHEDULE in parts,
+            "bucket": bucket,
+            "prefix": names.backup_prefix,
+        }
+        for key, value in (
+            ("roleArn", role_arn),
+            ("lastBackup", self._observed_value(BACKUP_SCHEDULE, "status", "lastBackup")),
+            (
+                "lastSuccessfulBackup",
+                self._observed_value(BACKUP_SCHEDULE, "status", "lastSuccessfulBackup"),
+            ),
+        ):
+            if value:
+                status[key] = value
+        self.status["backup"] = status
+        if not role_arn:
+            self.conditions.append(
+                Condition(
+                    BACKUPS_READY,
+                    "False",
+                    WAITING_FOR_ROLE_ARN,
+                    f"the BackupSchedule is composed once Role {names.iam_object} reports its ARN",
+                )
+            )
+        else:
+            self.conditions.append(self._summary(BACKUPS_READY, parts))
+
+    def _usages(self) -> None:
+        for used, user in DEPENDENCIES:
+            if used in self.desired and user in self.desired:
+                self.desired[f"usage-{used}-by-{user}"] = usage.usage(
+                    self.target, used, self.desired[used], user, self.desired[user]
+                )
+
+    def _summary(self, type_: str, parts: tuple[str, ...]) -> Condition:
+        """True when every part is ready, else the first unready part's own reason."""
+        for name in parts:
+            if not self._ready(name):
+                return _waiting(
+                    type_, "Creating", self.observed.get(name), f"{name} is being created"
+                )
+        last = self.observed[parts[-1]].ready
+        return Condition(type_, "True", last.reason or "Available", last.message)
+
+    def _observed_value(self, name: str, *path: str) -> Any:
+        seen = self.observed.get(name)
+        return seen.get(*path) if seen is not None else None
+
+    def _connection_details(self) -> dict[str, bytes]:
+        """The legacy composite passes the kubeconfig on to its claim's secret."""
+        seen = self.observed.get(INSTANCE)
+        if not self.target.legacy or seen is None:
+            return {}
+        kubeconfig = seen.connection_details.get(instance.KUBECONFIG_KEY)
+        return {instance.KUBECONFIG_KEY: kubeconfig} if kubeconfig else {}
+
+
+def _waiting(type_: str, reason: str, seen: Resource | None, unseen: str) -> Condition:
+    """A False condition that passes on the observed object's own Ready reason and message."""
+    if seen is None:
+        return Condition(type_, "False", reason, unseen)
+    ready = seen.ready
+    kind = seen.get("kind") or "object"
+    name = seen.get("metadata", "name") or ""
+    detail = ready.message or ready.reason or "not ready yet"
+    return Condition(type_, "False", ready.reason or reason, f"{kind} {name}: {detail}")
+
+
+def _first(*values: Any) -> Any:
+    return next((value for value in values if value), None)

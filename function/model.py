@@ -1,0 +1,330 @@
+"""Pydantic models of what the function reads: the composite's spec and its input.
+
+The models apply the contract's defaults, so a composite rendered outside a
+cluster (where no XRD defaulting runs) composes the same objects as one that
+went through the API server.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from enum import StrEnum
+from typing import Annotated, Any, Literal, Self
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    model_validator,
+)
+from pydantic.alias_generators import to_camel
+
+from function import rules
+
+INPUT_API_VERSION = "controlplane.fn.acme.io/v1beta1"
+INPUT_KIND = "Input"
+MINIMUM_SYNC_INTERVAL = timedelta(seconds=10)
+
+
+class _Strict(BaseModel):
+    """A nested object of ours: unknown fields are typos, so they are refused."""
+
+    model_config = ConfigDict(
+        alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True
+    )
+
+
+def _positive_duration(text: str) -> str:
+    return rules.duration_at_least(text, timedelta(seconds=1))
+
+
+def _sync_interval(text: str) -> str:
+    return rules.duration_at_least(text, MINIMUM_SYNC_INTERVAL)
+
+
+def _k8s_name(text: str) -> str:
+    return rules.check_pattern(text, rules.DNS_SUBDOMAIN, "a lowercase DNS subdomain", 253)
+
+
+def _k8s_label(text: str) -> str:
+    return rules.check_pattern(text, rules.DNS_LABEL, "a lowercase DNS label", 63)
+
+
+def _bucket(text: str) -> str:
+    return rules.check_pattern(text, rules.S3_BUCKET, "an S3 bucket name", 63)
+
+
+def _region(text: str) -> str:
+    return rules.check_pattern(text, rules.AWS_REGION, "an AWS region such as eu-west-1", 32)
+
+
+def _semver(text: str) -> str:
+    return rules.check_pattern(text, rules.SEMVER, "a version such as 2.1.3 (no leading v)", 64)
+
+
+def _arn(text: str) -> str:
+    return rules.check_pattern(text, rules.ARN, "an AWS ARN", 2048)
+
+
+Duration = Annotated[str, AfterValidator(_positive_duration)]
+SyncInterval = Annotated[str, AfterValidator(_sync_interval)]
+KubernetesName = Annotated[str, AfterValidator(_k8s_name)]
+KubernetesLabel = Annotated[str, AfterValidator(_k8s_label)]
+BucketName = Annotated[str, AfterValidator(_bucket)]
+Region = Annotated[str, AfterValidator(_region)]
+Version = Annotated[str, AfterValidator(_semver)]
+Arn = Annotated[str, AfterValidator(_arn)]
+Cron = Annotated[str, AfterValidator(rules.check_cron)]
+GitUrl = Annotated[str, AfterValidator(rules.check_git_url)]
+
+
+class Channel(StrEnum):
+    """Crossplane's auto-upgrade channels."""
+
+    NONE = "None"
+    PATCH = "Patch"
+    STABLE = "Stable"
+    RAPID = "Rapid"
+
+
+class GitRef(_Strict):
+    """The git reference to sync: exactly one of its fields."""
+
+    branch: str | None = None
+    tag: str | None = None
+    semver: str | None = None
+    commit: str | None = None
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> Self:
+        chosen = [name for name, value in self.model_dump().items() if value]
+        if len(chosen) != 1:
+            got = ", ".join(chosen) if chosen else "none"
+            msg = f"exactly one of branch, tag, semver, commit must be set (got {got})"
+            raise ValueError(msg)
+        return self
+
+
+class LocalSecretRef(_Strict):
+    """A secret in the composite's namespace."""
+
+    name: KubernetesName
+
+
+class Source(_Strict):
+    """The git sync: a Flux GitRepository and Kustomization."""
+
+    url: GitUrl
+    ref: GitRef = GitRef(branch="main")
+    path: str = "./"
+    interval: SyncInterval = "1m"
+    timeout: Duration = "5m"
+    secret_ref: LocalSecretRef | None = None
+    prune: bool = True
+    suspend: bool = False
+
+
+class BucketRef(_Strict):
+    """An existing bucket to write into, or only the region of a dedicated one."""
+
+    name: BucketName | None = None
+    region: Region | None = None
+
+
+class Backup(_Strict):
+    """Recurring backups into S3."""
+
+    schedule: Cron | None = None
+    ttl: Duration | None = None
+    suspend: bool = False
+    bucket: BucketRef = BucketRef()
+
+
+class Restore(_Strict):
+    """The backup to restore the instance from when it is first created."""
+
+    backup_name: KubernetesName
+
+
+class ControlPlaneSpec(BaseModel):
+    """The composite's ``spec``. Crossplane's own fields beside ours are ignored."""
+
+    model_config = ConfigDict(
+        alias_generator=to_camel, populate_by_name=True, extra="ignore", frozen=True
+    )
+
+    crossplane_version: Version | None = None
+    channel: Channel = Channel.STABLE
+    class_: str | None = Field(default=None, alias="class")
+    source: Source | None = None
+    backup: Backup | None = None
+    restore: Restore | None = None
+
+    @model_validator(mode="after")
+    def _pinned_needs_version(self) -> Self:
+        if self.channel is Channel.NONE and self.crossplane_version is None:
+            msg = "channel None needs crossplaneVersion to be set"
+            raise ValueError(msg)
+        return self
+
+
+class ProviderConfigRef(_Strict):
+    """A reference to a provider config."""
+
+    kind: Literal["ProviderConfig", "ClusterProviderConfig"] = "ClusterProviderConfig"
+    name: KubernetesName = "default"
+
+
+class InstanceSettings(_Strict):
+    """How Instances are made."""
+
+    provider_config_ref: ProviderConfigRef = ProviderConfigRef()
+
+
+class AwsSettings(_Strict):
+    """Where and how AWS objects are made."""
+
+    region: Region = "us-east-1"
+    partition: Literal["aws", "aws-cn", "aws-us-gov"] = "aws"
+    provider_config_ref: ProviderConfigRef = ProviderConfigRef()
+
+
+class ServiceAccount(_Strict):
+    """A Kubernetes service account."""
+
+    namespace: KubernetesLabel
+    name: KubernetesName
+
+
+class IrsaTrust(_Strict):
+    """IAM Roles for Service Accounts: the cluster's OIDC provider and one subject."""
+
+    oidc_provider_arn: Arn
+    service_account: ServiceAccount
+
+    @property
+    def issuer(self) -> str:
+        """The OIDC issuer host and path, as IAM condition keys spell it."""
+        return self.oidc_provider_arn.split(":oidc-provider/", 1)[-1]
+
+
+class PodIdentityTrust(_Strict):
+    """EKS Pod Identity: no settings."""
+
+
+class Trust(_Strict):
+    """Who may assume the backup role: exactly one mechanism."""
+
+    irsa: IrsaTrust | None = None
+    pod_identity: PodIdentityTrust | None = None
+    role_arn: Arn | None = None
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> Self:
+        chosen = [
+            name
+            for name, value in (
+                ("irsa", self.irsa),
+                ("podIdentity", self.pod_identity),
+                ("roleArn", self.role_arn),
+            )
+            if value is not None
+        ]
+        if len(chosen) != 1:
+            got = ", ".join(chosen) if chosen else "none"
+            msg = f"exactly one of irsa, podIdentity, roleArn must be set (got {got})"
+            raise ValueError(msg)
+        return self
+
+
+class BackupDefaults(_Strict):
+    """Defaults for a composite's ``spec.backup``."""
+
+    schedule: Cron = "0 */6 * * *"
+    ttl: Duration = "168h"
+
+
+def _bucket_prefix(text: str) -> str:
+    return rules.check_pattern(text, rules.S3_BUCKET, "an S3 bucket name prefix", 40)
+
+
+class BackupSettings(_Strict):
+    """How backups are stored and who may write them."""
+
+    bucket_name_prefix: Annotated[str, AfterValidator(_bucket_prefix)]
+    kms_key_arn: Annotated[str, AfterValidator(lambda v: _arn(v) if v else v)] = ""
+    trust: Trust
+    defaults: BackupDefaults = BackupDefaults()
+
+
+class LegacySettings(_Strict):
+    """Settings for composites of the legacy (v1, cluster-scoped) XRD."""
+
+    namespace: KubernetesLabel = "controlplane-system"
+
+
+class Input(_Strict):
+    """The function input (``controlplane.fn.acme.io/v1beta1`` Input)."""
+
+    api_version: Literal["controlplane.fn.acme.io/v1beta1"]
+    kind: Literal["Input"]
+    metadata: dict[str, Any] | None = None
+    instance: InstanceSettings = InstanceSettings()
+    aws: AwsSettings = AwsSettings()
+    backup: BackupSettings | None = None
+    legacy: LegacySettings = LegacySettings()
+
+
+class InvalidError(Exception):
+    """Input that breaks a rule; ``str()`` names each field path and its rule."""
+
+
+def describe(error: ValidationError, root: str) -> str:
+    """Turn pydantic's errors into one line per field: ``root.path: rule``."""
+    lines = []
+    for item in error.errors(include_url=False):
+        path = root
+        for part in item["loc"]:
+            path += f"[{part}]" if isinstance(part, int) else f".{part}"
+        message = str(item["msg"]).removeprefix("Value error, ")
+        if item["type"] == "extra_forbidden":
+            message = "is not a known field"
+        elif item["type"] == "missing":
+            message = "is required"
+        lines.append(f"{path}: {message}")
+    return "; ".join(lines)
+
+
+def parse_spec(spec: Any) -> ControlPlaneSpec:
+    """Parse a composite's spec.
+
+    Raises:
+        InvalidError: the spec breaks a rule of the contract.
+    """
+    if not isinstance(spec, dict):
+        msg = "spec: must be an object"
+        raise InvalidError(msg)
+    try:
+        return ControlPlaneSpec.model_validate(spec, by_alias=True)
+    except ValidationError as error:
+        raise InvalidError(describe(error, "spec")) from None
+
+
+def parse_input(raw: Any) -> Input:
+    """Parse the function input.
+
+    Raises:
+        InvalidError: the input is missing or breaks a rule.
+    """
+    if not raw:
+        msg = f"input: a {INPUT_API_VERSION} {INPUT_KIND} is required"
+        raise InvalidError(msg)
+    if not isinstance(raw, dict):
+        msg = "input: must be an object"
+        raise InvalidError(msg)
+    try:
+        return Input.model_validate(raw, by_alias=True)
+    except ValidationError as error:
+        raise InvalidError(describe(error, "input")) from None

@@ -1,0 +1,161 @@
+"""``render``: the function's answer, printed in the shape ``crossplane render`` prints.
+
+It runs the very code the gRPC server runs (``fn.run``) on a request built the
+way ``crossplane render`` builds one, then adds the metadata Crossplane adds to
+composed resources, so the two outputs can be compared object by object.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from crossplane.function import resource
+from crossplane.function.proto.v1 import run_function_pb2 as fnv1
+
+from function import fn
+
+COMPOSITION_RESOURCE_NAME = "crossplane.io/composition-resource-name"
+COMPOSITE_LABEL = "crossplane.io/composite"
+CLAIM_NAME_LABEL = "crossplane.io/claim-name"
+CLAIM_NAMESPACE_LABEL = "crossplane.io/claim-namespace"
+# crossplane render stamps every condition with this fixed time.
+CONDITION_TIME = "2024-01-01T00:00:00Z"
+_STATUS_NAMES = {
+    fnv1.STATUS_CONDITION_TRUE: "True",
+    fnv1.STATUS_CONDITION_FALSE: "False",
+}
+
+
+class FatalError(Exception):
+    """The function returned a Fatal result."""
+
+
+def request(
+    composite: Mapping[str, Any],
+    function_input: Mapping[str, Any] | None,
+    observed: Iterable[Mapping[str, Any]] = (),
+) -> fnv1.RunFunctionRequest:
+    """A RunFunctionRequest as crossplane render sends it (no observed connection details)."""
+    req = fnv1.RunFunctionRequest()
+    req.observed.composite.resource.update(dict(composite))
+    for item in observed:
+        name = item.get("metadata", {}).get("annotations", {}).get(COMPOSITION_RESOURCE_NAME)
+        if name:
+            req.observed.resources[name].resource.update(dict(item))
+    if function_input is not None:
+        req.input.update(dict(function_input))
+    return req
+
+
+def render(
+    composite: Mapping[str, Any],
+    function_input: Mapping[str, Any] | None,
+    observed: Iterable[Mapping[str, Any]] = (),
+) -> list[dict[str, Any]]:
+    """The composite with its new status, then every composed resource, sorted by name.
+
+    Raises:
+        FatalError: the function returned a Fatal result.
+    """
+    observed = list(observed)
+    rsp = fn.run(request(composite, function_input, observed))
+    fatal = [r.message for r in rsp.results if r.severity == fnv1.SEVERITY_FATAL]
+    if fatal:
+        raise FatalError("; ".join(fatal))
+    by_name = {
+        item["metadata"]["annotations"][COMPOSITION_RESOURCE_NAME]: item
+        for item in observed
+        if COMPOSITION_RESOURCE_NAME in item.get("metadata", {}).get("annotations", {})
+    }
+    composed = [
+        _composed(name, resource.struct_to_dict(desired.resource), composite, by_name.get(name))
+        for name, desired in sorted(rsp.desired.resources.items())
+    ]
+    unready = sorted(
+        name for name, desired in rsp.desired.resources.items() if desired.ready != fnv1.READY_TRUE
+    )
+    return [_composite(composite, rsp, unready), *composed]
+
+
+def _composite(
+    composite: Mapping[str, Any], rsp: fnv1.RunFunctionResponse, unready: list[str]
+) -> dict[str, Any]:
+    metadata = composite["metadata"]
+    out = resource.struct_to_dict(rsp.desired.composite.resource)
+    out["apiVersion"] = composite["apiVersion"]
+    out["kind"] = composite["kind"]
+    out["metadata"] = {"name": metadata["name"]}
+    if metadata.get("namespace"):
+        out["metadata"]["namespace"] = metadata["namespace"]
+    ready: dict[str, Any] = {"type": "Ready", "status": "True", "reason": "Available"}
+    if unready:
+        ready = {
+            "type": "Ready",
+            "status": "False",
+            "reason": "Creating",
+            "message": f"Unready resources: {_some_names(unready)}",
+        }
+    conditions = [ready] + [
+        {
+            "type": c.type,
+            "status": _STATUS_NAMES.get(c.status, "Unknown"),
+            "reason": c.reason,
+            **({"message": c.message} if c.message else {}),
+        }
+        for c in rsp.conditions
+    ]
+    out.setdefault("status", {})["conditions"] = [
+        {**c, "lastTransitionTime": CONDITION_TIME} for c in conditions
+    ]
+    return out
+
+
+def _some_names(names: list[str], first: int = 3) -> str:
+    """crossplane-runtime's StableNAndSomeMore."""
+    if len(names) > first:
+        return f"{', '.join(names[:first])}, and {len(names) - first} more"
+    if len(names) == first:
+        return f"{', '.join(names[: first - 1])}, and {names[-1]}"
+    return ", ".join(names)
+
+
+def _composed(
+    name: str,
+    body: dict[str, Any],
+    composite: Mapping[str, Any],
+    seen: Mapping[str, Any] | None,
+) -> dict[str, Any]:
+    """Add the metadata Crossplane derives from the composite."""
+    xr_meta = composite["metadata"]
+    metadata = body.setdefault("metadata", {})
+    if seen is not None:
+        for key in ("name", "namespace", "generateName"):
+            if seen["metadata"].get(key):
+                metadata[key] = seen["metadata"][key]
+    if not metadata.get("name") and not metadata.get("generateName"):
+        metadata["generateName"] = f"{xr_meta['name']}-"
+    if xr_meta.get("namespace"):
+        metadata["namespace"] = xr_meta["namespace"]
+    metadata.setdefault("annotations", {})[COMPOSITION_RESOURCE_NAME] = name
+    labels = metadata.setdefault("labels", {})
+    xr_labels = xr_meta.get("labels") or {}
+    labels[COMPOSITE_LABEL] = xr_labels.get(COMPOSITE_LABEL) or xr_meta["name"]
+    claim = composite.get("spec", {}).get("claimRef") or {}
+    if xr_labels.get(CLAIM_NAME_LABEL) and xr_labels.get(CLAIM_NAMESPACE_LABEL):
+        labels[CLAIM_NAME_LABEL] = xr_labels[CLAIM_NAME_LABEL]
+        labels[CLAIM_NAMESPACE_LABEL] = xr_labels[CLAIM_NAMESPACE_LABEL]
+    elif claim:
+        labels[CLAIM_NAME_LABEL] = claim.get("name", "")
+        labels[CLAIM_NAMESPACE_LABEL] = claim.get("namespace", "")
+    metadata["ownerReferences"] = [
+        {
+            "apiVersion": composite["apiVersion"],
+            "kind": composite["kind"],
+            "name": xr_meta["name"],
+            "uid": xr_meta.get("uid", ""),
+            "controller": True,
+            "blockOwnerDeletion": True,
+        }
+    ]
+    return body

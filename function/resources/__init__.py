@@ -1,0 +1,1 @@
+"""Builders of composed objects, one module per concern. Each returns plain dicts."""

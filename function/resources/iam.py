@@ -1,0 +1,120 @@
+"""The backup writer's IAM role: trusted as the input says, allowed only its prefix."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from function.model import Trust
+from function.resources.target import Target
+
+_VERSION = "2012-10-17"
+OBJECT_ACTIONS = ("s3:PutObject", "s3:GetObject", "s3:DeleteObject", "s3:AbortMultipartUpload")
+# Writing into a bucket whose default encryption is a KMS key needs the key too.
+KMS_ACTIONS = ("kms:GenerateDataKey", "kms:Decrypt")
+POD_IDENTITY_PRINCIPAL = "pods.eks.amazonaws.com"
+
+
+def trust_policy(trust: Trust) -> dict[str, Any]:
+    """The role's trust policy for whichever mechanism the input chose."""
+    if trust.irsa is not None:
+        issuer = trust.irsa.issuer
+        account = trust.irsa.service_account
+        statement: dict[str, Any] = {
+            "Effect": "Allow",
+            "Principal": {"Federated": trust.irsa.oidc_provider_arn},
+            "Action": "sts:AssumeRoleWithWebIdentity",
+            "Condition": {
+                "StringEquals": {
+                    f"{issuer}:aud": "sts.amazonaws.com",
+                    f"{issuer}:sub": f"system:serviceaccount:{account.namespace}:{account.name}",
+                }
+            },
+        }
+    elif trust.pod_identity is not None:
+        statement = {
+            "Effect": "Allow",
+            "Principal": {"Service": POD_IDENTITY_PRINCIPAL},
+            "Action": ["sts:AssumeRole", "sts:TagSession"],
+        }
+    else:
+        statement = {
+            "Effect": "Allow",
+            "Principal": {"AWS": trust.role_arn},
+            "Action": "sts:AssumeRole",
+        }
+    return {"Version": _VERSION, "Statement": [statement]}
+
+
+def access_policy(partition: str, bucket: str, prefix: str, kms_key_arn: str) -> dict[str, Any]:
+    """Exactly the object actions on ``prefix`` and a listing limited to it."""
+    statements: list[dict[str, Any]] = [
+        {
+            "Sid": "BackupObjects",
+            "Effect": "Allow",
+            "Action": list(OBJECT_ACTIONS),
+            "Resource": f"arn:{partition}:s3:::{bucket}/{prefix}*",
+        },
+        {
+            "Sid": "ListBackups",
+            "Effect": "Allow",
+            "Action": "s3:ListBucket",
+            "Resource": f"arn:{partition}:s3:::{bucket}",
+            "Condition": {"StringLike": {"s3:prefix": [f"{prefix}*"]}},
+        },
+    ]
+    if kms_key_arn:
+        statements.append(
+            {
+                "Sid": "BackupEncryptionKey",
+                "Effect": "Allow",
+                "Action": list(KMS_ACTIONS),
+                "Resource": kms_key_arn,
+            }
+        )
+    return {"Version": _VERSION, "Statement": statements}
+
+
+def _document(policy: dict[str, Any]) -> str:
+    # Stable, compact JSON: the provider compares documents as strings.
+    return json.dumps(policy, separators=(",", ":"), sort_keys=True)
+
+
+def role_objects(target: Target, bucket: str) -> dict[str, dict[str, Any]]:
+    """The Role, Policy and RolePolicyAttachment, by composition resource name."""
+    settings = target.settings.backup
+    if settings is None:  # compose checks this first; a guard for the type checker
+        msg = "input.backup is required to compose backups"
+        raise ValueError(msg)
+    names = target.names
+    policy = access_policy(
+        target.settings.aws.partition, bucket, names.backup_prefix, settings.kms_key_arn
+    )
+    return {
+        "backup-role": target.aws_object(
+            "Role",
+            names.iam_object,
+            {
+                "assumeRolePolicy": _document(trust_policy(settings.trust)),
+                "description": f"Writes backups of {names.namespace}/{names.composite}",
+            },
+            external_name=names.iam_role,
+        ),
+        "backup-policy": target.aws_object(
+            "Policy",
+            names.iam_object,
+            {
+                "policy": _document(policy),
+                "description": f"Backups of {names.namespace}/{names.composite} only",
+            },
+            external_name=names.iam_policy,
+        ),
+        "backup-role-policy-attachment": target.aws_object(
+            "RolePolicyAttachment",
+            names.iam_object,
+            {
+                "roleRef": {"name": names.iam_object},
+                "policyArnRef": {"name": names.iam_object},
+            },
+        ),
+    }

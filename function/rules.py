@@ -1,0 +1,142 @@
+"""Pure validation rules shared by the models: durations, cron, URLs and names.
+
+Each checker raises ``ValueError`` with a message that states the rule, so a
+pydantic error names the field path and the rule together.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+from urllib.parse import urlsplit
+
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ns|us|µs|ms|s|m|h)")
+_DURATION = re.compile(r"(?:\d+(?:\.\d+)?(?:ns|us|µs|ms|s|m|h))+")
+_UNIT_SECONDS = {
+    "ns": 1e-9,
+    "us": 1e-6,
+    "µs": 1e-6,
+    "ms": 1e-3,
+    "s": 1.0,
+    "m": 60.0,
+    "h": 3600.0,
+}
+
+DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+S3_BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
+AWS_REGION = re.compile(r"[a-z]{2}(-[a-z]+)+-\d")
+SEMVER = re.compile(r"\d+\.\d+\.\d+(-[0-9A-Za-z.-]+)?")
+ARN = re.compile(r"arn:aws[a-z-]*:[a-z0-9-]+:[a-z0-9-]*:\d{0,12}:.+")
+
+GIT_URL_SCHEMES = ("http", "https", "ssh")
+CRON_MACROS = ("@hourly", "@daily", "@weekly")
+# (name, low, high, names accepted in place of numbers)
+_CRON_FIELDS: tuple[tuple[str, int, int, tuple[str, ...]], ...] = (
+    ("minute", 0, 59, ()),
+    ("hour", 0, 23, ()),
+    ("day of month", 1, 31, ()),
+    (
+        "month",
+        1,
+        12,
+        ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"),
+    ),
+    ("day of week", 0, 7, ("sun", "mon", "tue", "wed", "thu", "fri", "sat")),
+)
+
+
+def parse_duration(text: str) -> timedelta:
+    """Parse a Go duration such as ``1m30s`` or ``168h``.
+
+    Raises:
+        ValueError: the text is not a Go duration.
+    """
+    if not _DURATION.fullmatch(text):
+        msg = f"must be a duration such as 30s, 5m or 168h (got {text!r})"
+        raise ValueError(msg)
+    seconds = sum(
+        float(number) * _UNIT_SECONDS[unit] for number, unit in _DURATION_PART.findall(text)
+    )
+    return timedelta(seconds=seconds)
+
+
+def duration_at_least(text: str, minimum: timedelta) -> str:
+    """Check that ``text`` is a Go duration of at least ``minimum``; return it unchanged."""
+    if parse_duration(text) < minimum:
+        msg = f"must be at least {format_duration(minimum)} (got {text})"
+        raise ValueError(msg)
+    return text
+
+
+def format_duration(value: timedelta) -> str:
+    """Format whole seconds the way Go prints a duration (``1h0m0s`` becomes ``1h``)."""
+    seconds = int(value.total_seconds())
+    hours, rest = divmod(seconds, 3600)
+    minutes, seconds = divmod(rest, 60)
+    parts = [f"{n}{unit}" for n, unit in ((hours, "h"), (minutes, "m"), (seconds, "s")) if n]
+    return "".join(parts) or "0s"
+
+
+def check_cron(text: str) -> str:
+    """Check a five-field cron expression or one of the macros; return it unchanged."""
+    if text.startswith("@"):
+        if text not in CRON_MACROS:
+            msg = f"must be a 5-field cron expression or one of {', '.join(CRON_MACROS)}"
+            raise ValueError(f"{msg} (got {text!r})")
+        return text
+    fields = text.split()
+    if len(fields) != len(_CRON_FIELDS):
+        msg = f"must be a cron expression of 5 fields (got {len(fields)} in {text!r})"
+        raise ValueError(msg)
+    for field, (name, low, high, names) in zip(fields, _CRON_FIELDS, strict=True):
+        for item in field.split(","):
+            _check_cron_item(item, name, low, high, names)
+    return text
+
+
+def _check_cron_item(item: str, name: str, low: int, high: int, names: tuple[str, ...]) -> None:
+    span, _, step = item.partition("/")
+    if step and (not step.isdigit() or int(step) == 0):
+        msg = f"cron {name} step must be a positive number (got {item!r})"
+        raise ValueError(msg)
+    if span == "*":
+        return
+    bounds = span.split("-")
+    if len(bounds) > 2:
+        msg = f"cron {name} must be a number, a range or * (got {item!r})"
+        raise ValueError(msg)
+    values = [_cron_value(bound, name, low, high, names) for bound in bounds]
+    if len(values) == 2 and values[0] > values[1]:
+        msg = f"cron {name} range must go upwards (got {item!r})"
+        raise ValueError(msg)
+
+
+def _cron_value(text: str, name: str, low: int, high: int, names: tuple[str, ...]) -> int:
+    if text.lower() in names:
+        return names.index(text.lower()) + low
+    if not text.isdigit() or not low <= int(text) <= high:
+        msg = f"cron {name} must be within {low}-{high} (got {text!r})"
+        raise ValueError(msg)
+    return int(text)
+
+
+def check_git_url(text: str) -> str:
+    """Check that a git URL uses http, https or ssh and names a host; return it unchanged."""
+    parts = urlsplit(text)
+    if parts.scheme not in GIT_URL_SCHEMES:
+        shown = parts.scheme or "none"
+        msg = f"must be an http, https or ssh URL (got scheme {shown!r})"
+        raise ValueError(msg)
+    if not parts.hostname:
+        msg = f"must name a host (got {text!r})"
+        raise ValueError(msg)
+    return text
+
+
+def check_pattern(text: str, pattern: re.Pattern[str], what: str, max_length: int) -> str:
+    """Check ``text`` against ``pattern`` and a length limit; return it unchanged."""
+    if len(text) > max_length or not pattern.fullmatch(text):
+        msg = f"must be {what} of at most {max_length} characters (got {text!r})"
+        raise ValueError(msg)
+    return text
