@@ -23,7 +23,7 @@ def main() -> None:
 
 
 @main.command()
-@sdkcli.standard_options  # type: ignore[misc]
+@sdkcli.standard_options
 def serve(**options: Any) -> None:
     """Serve RunFunction over gRPC for Crossplane."""
     sdkcli.run(FunctionRunner(), **options)

@@ -7,6 +7,7 @@ without the request, which may carry secrets).
 
 from __future__ import annotations
 
+import traceback
 from typing import Any
 
 import grpc
@@ -25,7 +26,7 @@ _STATUS = {
 }
 
 
-class FunctionRunner(grpcv1.FunctionRunnerServiceServicer):  # type: ignore[misc]
+class FunctionRunner(grpcv1.FunctionRunnerServiceServicer):
     """The FunctionRunnerService Crossplane calls."""
 
     async def RunFunction(  # noqa: N802 (gRPC's method name)
@@ -44,7 +45,15 @@ def run(req: fnv1.RunFunctionRequest) -> fnv1.RunFunctionResponse:
         response.fatal(rsp, str(error))
         return rsp
     except Exception as error:  # noqa: BLE001 (the function must answer, whatever happens)
-        logging.get_logger().exception("cannot compose", tag=req.meta.tag)
+        # The exception's text may quote the request (and so a secret): log
+        # only its type and where it was raised.
+        frame = traceback.extract_tb(error.__traceback__)[-1]
+        logging.get_logger().error(
+            "cannot compose",
+            tag=req.meta.tag,
+            error=type(error).__name__,
+            at=f"{frame.filename}:{frame.lineno}",
+        )
         response.fatal(rsp, f"internal error while composing: {type(error).__name__}")
         return rsp
     apply(outcome, rsp)

@@ -40,6 +40,10 @@ def _positive_duration(text: str) -> str:
     return rules.duration_at_least(text, timedelta(seconds=1))
 
 
+def _timeout(text: str) -> str:
+    return rules.duration_at_least(text, timedelta(seconds=1), rules.TIMEOUT_UNITS)
+
+
 def _sync_interval(text: str) -> str:
     return rules.duration_at_least(text, MINIMUM_SYNC_INTERVAL)
 
@@ -70,6 +74,7 @@ def _arn(text: str) -> str:
 
 Duration = Annotated[str, AfterValidator(_positive_duration)]
 SyncInterval = Annotated[str, AfterValidator(_sync_interval)]
+Timeout = Annotated[str, AfterValidator(_timeout)]
 KubernetesName = Annotated[str, AfterValidator(_k8s_name)]
 KubernetesLabel = Annotated[str, AfterValidator(_k8s_label)]
 BucketName = Annotated[str, AfterValidator(_bucket)]
@@ -120,7 +125,7 @@ class Source(_Strict):
     ref: GitRef = GitRef(branch="main")
     path: str = "./"
     interval: SyncInterval = "1m"
-    timeout: Duration = "5m"
+    timeout: Timeout = "5m"
     secret_ref: LocalSecretRef | None = None
     prune: bool = True
     suspend: bool = False

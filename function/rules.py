@@ -10,17 +10,11 @@ import re
 from datetime import timedelta
 from urllib.parse import urlsplit
 
-_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ns|us|µs|ms|s|m|h)")
-_DURATION = re.compile(r"(?:\d+(?:\.\d+)?(?:ns|us|µs|ms|s|m|h))+")
-_UNIT_SECONDS = {
-    "ns": 1e-9,
-    "us": 1e-6,
-    "µs": 1e-6,
-    "ms": 1e-3,
-    "s": 1.0,
-    "m": 60.0,
-    "h": 3600.0,
-}
+# Flux's duration fields take these units (a subset of Go's); its GitRepository
+# timeout takes no hours.
+DURATION_UNITS = ("ms", "s", "m", "h")
+TIMEOUT_UNITS = ("ms", "s", "m")
+_UNIT_SECONDS = {"ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
 
 DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
@@ -46,24 +40,26 @@ _CRON_FIELDS: tuple[tuple[str, int, int, tuple[str, ...]], ...] = (
 )
 
 
-def parse_duration(text: str) -> timedelta:
-    """Parse a Go duration such as ``1m30s`` or ``168h``.
+def parse_duration(text: str, units: tuple[str, ...] = DURATION_UNITS) -> timedelta:
+    """Parse a duration such as ``1m30s`` or ``168h`` in the given units.
 
     Raises:
-        ValueError: the text is not a Go duration.
+        ValueError: the text is not such a duration.
     """
-    if not _DURATION.fullmatch(text):
-        msg = f"must be a duration such as 30s, 5m or 168h (got {text!r})"
+    unit = "|".join(sorted(units, key=len, reverse=True))
+    if not re.fullmatch(rf"(?:\d+(?:\.\d+)?(?:{unit}))+", text):
+        example = "30s, 5m or 168h" if "h" in units else "30s, 90s or 5m"
+        msg = f"must be a duration in {', '.join(units)} such as {example} (got {text!r})"
         raise ValueError(msg)
-    seconds = sum(
-        float(number) * _UNIT_SECONDS[unit] for number, unit in _DURATION_PART.findall(text)
-    )
-    return timedelta(seconds=seconds)
+    parts = re.findall(rf"(\d+(?:\.\d+)?)({unit})", text)
+    return timedelta(seconds=sum(float(number) * _UNIT_SECONDS[u] for number, u in parts))
 
 
-def duration_at_least(text: str, minimum: timedelta) -> str:
-    """Check that ``text`` is a Go duration of at least ``minimum``; return it unchanged."""
-    if parse_duration(text) < minimum:
+def duration_at_least(
+    text: str, minimum: timedelta, units: tuple[str, ...] = DURATION_UNITS
+) -> str:
+    """Check that ``text`` is a duration of at least ``minimum``; return it unchanged."""
+    if parse_duration(text, units) < minimum:
         msg = f"must be at least {format_duration(minimum)} (got {text})"
         raise ValueError(msg)
     return text

@@ -86,7 +86,9 @@ def role_with_arn(arn: str = ROLE_ARN) -> dict[str, Any]:
     return ready({"kind": "Role", "status": {"atProvider": {"arn": arn}}})
 
 
-def not_ready(kind: str = "Instance", reason: str = "Creating", message: str = "") -> dict[str, Any]:
+def not_ready(
+    kind: str = "Instance", reason: str = "Creating", message: str = ""
+) -> dict[str, Any]:
     """An observed object whose Ready condition is False."""
     return ready(
         {"kind": kind, "metadata": {"name": "myctp"}},

@@ -337,8 +337,7 @@ FLAVOUR_CASES = [
         False,
     ),
     FlavourCase(
-        "A legacy composite without a claim puts its namespaced objects in the input's "
-        "namespace.",
+        "A legacy composite without a claim puts its namespaced objects in the input's namespace.",
         None,
         None,
         "controlplane-system",
@@ -379,9 +378,7 @@ def test_legacy_storage_versions_are_the_ones_the_upstream_crds_store() -> None:
         "backup-bucket-public-access-block": "s3.aws.upbound.io/v1beta1",
         "backup-bucket-lifecycle": "s3.aws.upbound.io/v1beta1",
     }
-    assert outcome.resources["backup-role"].body["spec"]["providerConfigRef"] == {
-        "name": "default"
-    }
+    assert outcome.resources["backup-role"].body["spec"]["providerConfigRef"] == {"name": "default"}
 
 
 @dataclass
@@ -572,9 +569,7 @@ READINESS_CASES = [
     ReadinessCase("A resource not observed yet is not ready.", None, False),
     ReadinessCase("A resource with Ready=True is ready.", b.ready(), True),
     ReadinessCase("A resource with Ready=False is not ready.", b.not_ready(), False),
-    ReadinessCase(
-        "A resource with Ready=Unknown is not ready.", b.ready(status="Unknown"), False
-    ),
+    ReadinessCase("A resource with Ready=Unknown is not ready.", b.ready(status="Unknown"), False),
     ReadinessCase("A resource without conditions is not ready.", {"status": {}}, False),
 ]
 
@@ -647,13 +642,16 @@ def test_the_bucket_is_hardened() -> None:
     assert versioning["versioningConfiguration"] == {"status": "Enabled"}
     assert versioning["region"] == "eu-west-1"
     encryption = outcome.resources["backup-bucket-encryption"].body["spec"]["forProvider"]
-    assert encryption["rule"][0]["applyServerSideEncryptionByDefault"] == {
-        "sseAlgorithm": "AES256"
-    }
+    assert encryption["rule"][0]["applyServerSideEncryptionByDefault"] == {"sseAlgorithm": "AES256"}
     block = outcome.resources["backup-bucket-public-access-block"].body["spec"]["forProvider"]
     assert all(
         block[key] is True
-        for key in ("blockPublicAcls", "blockPublicPolicy", "ignorePublicAcls", "restrictPublicBuckets")
+        for key in (
+            "blockPublicAcls",
+            "blockPublicPolicy",
+            "ignorePublicAcls",
+            "restrictPublicBuckets",
+        )
     )
     rule = outcome.resources["backup-bucket-lifecycle"].body["spec"]["forProvider"]["rule"][0]
     assert rule["filter"] == [{"prefix": "team-a/myctp/"}]
@@ -710,7 +708,13 @@ def test_the_policy_grants_exactly_the_backup_prefix() -> None:
         ],
     }
     attachment = outcome.resources["backup-role-policy-attachment"].body["spec"]["forProvider"]
-    assert attachment == {"roleRef": {"name": "myctp-backup"}, "policyArnRef": {"name": "myctp-backup"}}
+    assert attachment == {
+        "roleRef": {"name": "myctp-backup"},
+        "policyArnRef": {"name": "myctp-backup"},
+    }
+
+
+OIDC_PROVIDER = "arn:aws:iam::123456789012:oidc-provider/oidc.eks.eu-west-1.amazonaws.com/id/ABC"
 
 
 @dataclass
@@ -725,15 +729,13 @@ TRUST_CASES = [
         "IRSA trusts one service account of the cluster's OIDC provider.",
         {
             "irsa": {
-                "oidcProviderArn": "arn:aws:iam::123456789012:oidc-provider/oidc.eks.eu-west-1.amazonaws.com/id/ABC",
+                "oidcProviderArn": OIDC_PROVIDER,
                 "serviceAccount": {"namespace": "controlplane-system", "name": "backup"},
             }
         },
         {
             "Effect": "Allow",
-            "Principal": {
-                "Federated": "arn:aws:iam::123456789012:oidc-provider/oidc.eks.eu-west-1.amazonaws.com/id/ABC"
-            },
+            "Principal": {"Federated": OIDC_PROVIDER},
             "Action": "sts:AssumeRoleWithWebIdentity",
             "Condition": {
                 "StringEquals": {
@@ -776,9 +778,7 @@ def test_the_role_trusts_what_the_input_says(case: TrustCase) -> None:
         "Version": "2012-10-17",
         "Statement": [case.want],
     }
-    assert role["metadata"]["annotations"]["crossplane.io/external-name"] == (
-        "team-a-myctp-backup"
-    )
+    assert role["metadata"]["annotations"]["crossplane.io/external-name"] == ("team-a-myctp-backup")
 
 
 def test_the_schedule_takes_the_input_defaults_and_the_observed_arn() -> None:

@@ -132,9 +132,7 @@ class _Process:
             self._log.close()
 
 
-def _poll_until(
-    process: _Process, ready: Callable[[], bool], *, timeout: float, what: str
-) -> None:
+def _poll_until(process: _Process, ready: Callable[[], bool], *, timeout: float, what: str) -> None:
     """Probe `ready` until it holds, the process exits, or `timeout` seconds pass.
 
     Between probes it waits on the process itself, so an early exit is seen at once.
@@ -269,9 +267,7 @@ class _PKI:
                 )
             )
             if names:
-                builder = builder.add_extension(
-                    x509.SubjectAlternativeName(names), critical=False
-                )
+                builder = builder.add_extension(x509.SubjectAlternativeName(names), critical=False)
             return builder.sign(ca_key, hashes.SHA256())
 
         serving_key = _new_key()

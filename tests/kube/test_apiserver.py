@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from kubernetes import client, config, watch
+from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
 from .apiserver import APIServer, APIServerFactory
@@ -28,7 +29,21 @@ def api_client(apiserver: APIServer) -> Iterator[client.ApiClient]:
 
 def _client(server: APIServer) -> client.ApiClient:
     """A Kubernetes client configured from nothing but the server's admin kubeconfig."""
-    return config.new_client_from_config(config_file=str(server.kubeconfig_path))
+    api = config.new_client_from_config(  # type: ignore[no-untyped-call]
+        config_file=str(server.kubeconfig_path)
+    )
+    assert isinstance(api, client.ApiClient)
+    return api
+
+
+def _eventually(condition: Callable[[], bool], *, timeout: float) -> bool:
+    """Whether `condition` holds within `timeout` seconds, probing it every 0.2 s."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.2)
+    return True
 
 
 def _create_namespace(api: client.ApiClient, name: str) -> None:
@@ -80,7 +95,9 @@ def test_a_namespace_created_through_the_admin_kubeconfig_can_be_read_back(
     _create_namespace(api_client, name)
 
     namespace = client.CoreV1Api(api_client).read_namespace(name)
+    assert namespace.metadata is not None
     assert namespace.metadata.name == name
+    assert namespace.status is not None
     assert namespace.status.phase == "Active"
 
 
@@ -89,49 +106,46 @@ def test_a_crd_can_be_created_becomes_established_and_serves_its_kind(
 ) -> None:
     plural = _unique("widgets").replace("-", "")
     crd_name = f"{plural}.{GROUP}"
-    crd = client.V1CustomResourceDefinition(
-        metadata=client.V1ObjectMeta(name=crd_name),
-        spec=client.V1CustomResourceDefinitionSpec(
-            group=GROUP,
-            scope="Namespaced",
-            names=client.V1CustomResourceDefinitionNames(
-                plural=plural, singular=plural[:-1], kind="Widget", list_kind="WidgetList"
-            ),
-            versions=[
-                client.V1CustomResourceDefinitionVersion(
-                    name="v1alpha1",
-                    served=True,
-                    storage=True,
-                    schema=client.V1CustomResourceValidation(
-                        open_apiv3_schema=client.V1JSONSchemaProps(
-                            type="object",
-                            properties={
-                                "spec": client.V1JSONSchemaProps(
-                                    type="object",
-                                    properties={"size": client.V1JSONSchemaProps(type="integer")},
-                                )
+    manifest = {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": crd_name},
+        "spec": {
+            "group": GROUP,
+            "scope": "Namespaced",
+            "names": {"plural": plural, "kind": "Widget", "listKind": "WidgetList"},
+            "versions": [
+                {
+                    "name": "v1alpha1",
+                    "served": True,
+                    "storage": True,
+                    "schema": {
+                        "openAPIV3Schema": {
+                            "type": "object",
+                            "properties": {
+                                "spec": {
+                                    "type": "object",
+                                    "properties": {"size": {"type": "integer"}},
+                                }
                             },
-                        )
-                    ),
-                )
+                        }
+                    },
+                }
             ],
-        ),
-    )
+        },
+    }
     extensions = client.ApiextensionsV1Api(api_client)
 
-    extensions.create_custom_resource_definition(crd)
+    extensions.create_custom_resource_definition(
+        client.V1CustomResourceDefinition.model_validate(manifest)
+    )
 
-    established = False
-    for event in watch.Watch().stream(
-        extensions.list_custom_resource_definition,
-        field_selector=f"metadata.name={crd_name}",
-        timeout_seconds=60,
-    ):
-        conditions = event["object"].status.conditions or []
-        if any(c.type == "Established" and c.status == "True" for c in conditions):
-            established = True
-            break
-    assert established, f"{crd_name} was not Established within 60s"
+    def established() -> bool:
+        status = extensions.read_custom_resource_definition_status(crd_name).status
+        conditions = (status.conditions if status else None) or []
+        return any(c.type == "Established" and c.status == "True" for c in conditions)
+
+    assert _eventually(established, timeout=60), f"{crd_name} was not Established within 60s"
 
     namespace = _unique("crd")
     _create_namespace(api_client, namespace)
@@ -149,6 +163,7 @@ def test_a_crd_can_be_created_becomes_established_and_serves_its_kind(
         },
     )
     widget = objects.get_namespaced_custom_object(GROUP, "v1alpha1", namespace, plural, "small")
+    assert isinstance(widget, dict)
     assert widget["spec"] == {"size": 1}
 
 

@@ -1,0 +1,228 @@
+"""Bad input: a Fatal result that names the field path and the rule, and nothing lost."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from crossplane.function import resource
+from crossplane.function.proto.v1 import run_function_pb2 as fnv1
+
+from function import fn
+from function.render import request
+from tests import builders as b
+
+PREVIOUS_STEP = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "kept"}}
+
+
+@dataclass
+class BadCase:
+    reason: str
+    spec: dict[str, Any]
+    want: tuple[str, ...]  # every fragment the Fatal message must contain
+    function_input: dict[str, Any] | None = None
+    no_input: bool = False
+
+
+def _input(**changes: Any) -> dict[str, Any]:
+    data = b.example_input()
+    for path, value in changes.items():
+        node = data
+        keys = path.split("__")
+        for key in keys[:-1]:
+            node = node.setdefault(key, {})
+        if value is None:
+            node.pop(keys[-1], None)
+        else:
+            node[keys[-1]] = value
+    return data
+
+
+BAD_CASES = [
+    BadCase(
+        "A file:// URL is refused: only http, https and ssh reach a git server.",
+        {"source": {"url": "file:///etc/passwd"}},
+        ("spec.source.url", "http, https or ssh", "'file'"),
+    ),
+    BadCase(
+        "A git:// URL is refused: the git protocol is unauthenticated.",
+        {"source": {"url": "git://github.com/acmeorg/x"}},
+        ("spec.source.url", "http, https or ssh", "'git'"),
+    ),
+    BadCase(
+        "A URL without a host is refused.",
+        {"source": {"url": "https:///path"}},
+        ("spec.source.url", "must name a host"),
+    ),
+    BadCase(
+        "Two refs are refused.",
+        {"source": {"url": "https://x.example/r", "ref": {"branch": "main", "tag": "v1"}}},
+        ("spec.source.ref", "exactly one of branch, tag, semver, commit", "branch, tag"),
+    ),
+    BadCase(
+        "An empty ref is refused.",
+        {"source": {"url": "https://x.example/r", "ref": {}}},
+        ("spec.source.ref", "exactly one of", "got none"),
+    ),
+    BadCase(
+        "A sync interval under 10s is refused.",
+        {"source": {"url": "https://x.example/r", "interval": "5s"}},
+        ("spec.source.interval", "at least 10s", "5s"),
+    ),
+    BadCase(
+        "A sync interval that is no duration is refused.",
+        {"source": {"url": "https://x.example/r", "interval": "often"}},
+        ("spec.source.interval", "must be a duration"),
+    ),
+    BadCase(
+        "A timeout in hours is refused: Flux's GitRepository takes ms, s or m.",
+        {"source": {"url": "https://x.example/r", "timeout": "1h"}},
+        ("spec.source.timeout", "ms, s, m", "'1h'"),
+    ),
+    BadCase(
+        "An unknown field in the source is a typo, refused by name.",
+        {"source": {"url": "https://x.example/r", "branch": "main"}},
+        ("spec.source.branch", "is not a known field"),
+    ),
+    BadCase(
+        "A cron of four fields is refused.",
+        {"backup": {"schedule": "0 */6 * *"}},
+        ("spec.backup.schedule", "5 fields"),
+    ),
+    BadCase(
+        "A cron minute out of range is refused.",
+        {"backup": {"schedule": "60 * * * *"}},
+        ("spec.backup.schedule", "minute must be within 0-59"),
+    ),
+    BadCase(
+        "An unknown cron macro is refused.",
+        {"backup": {"schedule": "@yearly"}},
+        ("spec.backup.schedule", "@hourly, @daily, @weekly"),
+    ),
+    BadCase(
+        "A ttl that is no duration is refused.",
+        {"backup": {"ttl": "7d"}},
+        ("spec.backup.ttl", "must be a duration"),
+    ),
+    BadCase(
+        "A bucket name S3 would refuse is refused here first.",
+        {"backup": {"bucket": {"name": "Bad_Bucket"}}},
+        ("spec.backup.bucket.name", "S3 bucket name"),
+    ),
+    BadCase(
+        "An unknown channel is refused.",
+        {"channel": "Beta"},
+        ("spec.channel", "'None', 'Patch', 'Stable' or 'Rapid'"),
+    ),
+    BadCase(
+        "Channel None without a version is refused.",
+        {"channel": "None"},
+        ("spec", "channel None needs crossplaneVersion"),
+    ),
+    BadCase(
+        "A version with a leading v is refused.",
+        {"crossplaneVersion": "v2.1.3"},
+        ("spec.crossplaneVersion", "no leading v"),
+    ),
+    BadCase(
+        "A restore without a backup name is refused.",
+        {"restore": {}},
+        ("spec.restore.backupName", "is required"),
+    ),
+    BadCase(
+        "A restore naming no valid Kubernetes object is refused.",
+        {"restore": {"backupName": "Not A Name"}},
+        ("spec.restore.backupName", "DNS subdomain"),
+    ),
+    BadCase(
+        "A restore that is not an object is refused.",
+        {"restore": "myctp-backup-1"},
+        ("spec.restore", "valid dictionary"),
+    ),
+    BadCase(
+        "A missing input is refused.",
+        {},
+        ("input", "controlplane.fn.acme.io/v1beta1 Input is required"),
+        no_input=True,
+    ),
+    BadCase(
+        "An input of another kind is refused.",
+        {},
+        ("input.kind", "'Input'"),
+        function_input=_input(kind="Composition"),
+    ),
+    BadCase(
+        "An input that trusts two mechanisms is refused.",
+        {"backup": {}},
+        ("input.backup.trust", "exactly one of irsa, podIdentity, roleArn", "irsa, podIdentity"),
+        function_input=_input(backup__trust__podIdentity={}),
+    ),
+    BadCase(
+        "An input with a malformed region is refused.",
+        {},
+        ("input.aws.region", "AWS region"),
+        function_input=_input(aws__region="Europe"),
+    ),
+    BadCase(
+        "Backups without the input's backup settings are refused.",
+        {"backup": {}},
+        ("input.backup", "required when spec.backup is set"),
+        function_input=_input(backup=None),
+    ),
+]
+
+
+def _request(case: BadCase) -> fnv1.RunFunctionRequest:
+    function_input = None if case.no_input else (case.function_input or b.example_input())
+    req = request(b.composite(case.spec), function_input)
+    req.desired.resources["from-a-previous-step"].resource.update(PREVIOUS_STEP)
+    return req
+
+
+@pytest.mark.parametrize("case", BAD_CASES, ids=lambda case: case.reason)
+def test_bad_input_is_a_fatal_result_naming_the_field_and_the_rule(case: BadCase) -> None:
+    rsp = fn.run(_request(case))
+    fatal = [r.message for r in rsp.results if r.severity == fnv1.SEVERITY_FATAL]
+    assert len(fatal) == 1, case.reason
+    for fragment in case.want:
+        assert fragment in fatal[0], f"{case.reason}: {fragment!r} not in {fatal[0]!r}"
+    assert "Traceback" not in fatal[0]
+
+
+@pytest.mark.parametrize("case", BAD_CASES, ids=lambda case: case.reason)
+def test_bad_input_drops_no_desired_resource_and_adds_none(case: BadCase) -> None:
+    rsp = fn.run(_request(case))
+    assert list(rsp.desired.resources) == ["from-a-previous-step"]
+    assert resource.struct_to_dict(rsp.desired.resources["from-a-previous-step"].resource) == (
+        PREVIOUS_STEP
+    )
+
+
+def test_a_composite_without_a_readable_name_is_a_fatal_result() -> None:
+    req = request(b.composite({}), b.example_input())
+    req.observed.composite.resource.update({"metadata": ["not", "an", "object"]})
+    rsp = fn.run(req)
+    assert [(r.severity, r.message) for r in rsp.results] == [
+        (fnv1.SEVERITY_FATAL, "metadata.name: is required")
+    ]
+
+
+def test_an_unexpected_error_is_a_fatal_result_and_the_request_stays_out_of_the_log(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    secret = "s3cr3t-kubeconfig-token"
+
+    def explode(*_: object) -> None:
+        raise RuntimeError(secret)
+
+    monkeypatch.setattr(fn, "compose", explode)
+    req = request(b.composite({}), b.example_input())
+    req.observed.resources["instance"].connection_details["kubeconfig"] = secret.encode()
+    rsp = fn.run(req)
+    assert [(r.severity, r.message) for r in rsp.results] == [
+        (fnv1.SEVERITY_FATAL, "internal error while composing: RuntimeError")
+    ]
+    captured = capsys.readouterr()
+    assert "cannot compose" in captured.out + captured.err
+    assert secret not in captured.out + captured.err

@@ -1,0 +1,164 @@
+"""Properties over generated composites: valid ones validate upstream, any one gets an answer."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from crossplane.function.proto.v1 import run_function_pb2 as fnv1
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from function import fn
+from function.render import FatalError, render, request
+from tests import builders as b
+from tests import schemas
+
+NAME = st.from_regex(r"[a-z]([-a-z0-9]{0,78}[a-z0-9])?", fullmatch=True)
+NAMESPACE = st.from_regex(r"[a-z]([-a-z0-9]{0,61}[a-z0-9])?", fullmatch=True)
+DURATION_OVER_10S = st.builds(
+    lambda n, unit: f"{n}{unit}",
+    st.integers(min_value=1, max_value=500),
+    st.sampled_from(["m", "h"]),
+) | st.integers(min_value=10, max_value=3600).map(lambda n: f"{n}s")
+CRON = st.sampled_from(
+    ["@hourly", "@daily", "@weekly", "0 */6 * * *", "*/15 1-5 * jan-jun mon", "5,10 0 1 * 0"]
+)
+REF = st.one_of(
+    st.builds(lambda v: {"branch": v}, st.sampled_from(["main", "release/1.x"])),
+    st.builds(lambda v: {"tag": v}, st.sampled_from(["v1.0.0", "prod"])),
+    st.builds(lambda v: {"semver": v}, st.sampled_from([">=1.0.0", "~2.1"])),
+    st.builds(lambda v: {"commit": v}, st.just("a" * 40)),
+)
+URL = st.builds(
+    lambda scheme, host, path: f"{scheme}://{host}/{path}",
+    st.sampled_from(["http", "https", "ssh"]),
+    st.sampled_from(["github.com", "git.example.org:8443", "git@gitlab.com"]),
+    st.from_regex(r"[a-z0-9-]{1,20}(/[a-z0-9-]{1,20}){0,2}", fullmatch=True),
+)
+
+
+def _optional(strategy: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    return st.none() | strategy
+
+
+def _drop_none(**fields: Any) -> dict[str, Any]:
+    return {key: value for key, value in fields.items() if value is not None}
+
+
+SOURCE = st.builds(
+    _drop_none,
+    url=URL,
+    ref=_optional(REF),
+    path=_optional(st.sampled_from(["./", "./clusters/prod"])),
+    interval=_optional(DURATION_OVER_10S),
+    timeout=_optional(st.integers(min_value=1, max_value=120).map(lambda n: f"{n}m")),
+    secretRef=_optional(st.builds(lambda n: {"name": n}, NAMESPACE)),
+    prune=_optional(st.booleans()),
+    suspend=_optional(st.booleans()),
+)
+BACKUP = st.builds(
+    _drop_none,
+    schedule=_optional(CRON),
+    ttl=_optional(DURATION_OVER_10S),
+    suspend=_optional(st.booleans()),
+    bucket=_optional(
+        st.builds(
+            _drop_none,
+            name=_optional(st.from_regex(r"[a-z0-9][a-z0-9-]{1,40}[a-z0-9]", fullmatch=True)),
+            region=_optional(st.sampled_from(["eu-west-1", "us-gov-west-1", "ap-southeast-2"])),
+        )
+    ),
+)
+SPEC = st.builds(
+    _drop_none,
+    crossplaneVersion=_optional(st.sampled_from(["2.1.3", "1.20.0", "2.2.0-rc.1"])),
+    channel=_optional(st.sampled_from(["Patch", "Stable", "Rapid"])),
+    **{"class": _optional(st.sampled_from(["default", "large"]))},
+    source=_optional(SOURCE),
+    backup=_optional(BACKUP),
+    restore=_optional(st.builds(lambda n: {"backupName": n}, NAME)),
+)
+READINESS = st.sampled_from(["absent", "ready", "unready"])
+OBSERVED_NAMES = ["instance", "git-repository", "kustomization", "backup-role", "backup-schedule"]
+
+
+def _observed(states: dict[str, str], with_arn: bool) -> list[dict[str, Any]]:
+    items = []
+    for name, state in states.items():
+        if state == "absent":
+            continue
+        body = b.ready() if state == "ready" else b.not_ready()
+        if name == "backup-role" and with_arn:
+            body["status"]["atProvider"] = {"arn": b.ROLE_ARN}
+        body["metadata"] = {"annotations": {b.COMPOSITION_RESOURCE_NAME: name}}
+        items.append(body)
+    return items
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    spec=SPEC,
+    name=NAME,
+    namespace=st.none() | NAMESPACE,
+    states=st.fixed_dictionaries(dict.fromkeys(OBSERVED_NAMES, READINESS)),
+    with_arn=st.booleans(),
+)
+def test_every_object_rendered_from_a_valid_spec_validates_against_the_upstream_crds(
+    spec: dict[str, Any],
+    name: str,
+    namespace: str | None,
+    states: dict[str, str],
+    with_arn: bool,
+) -> None:
+    xr = b.composite(spec, name=name, namespace=namespace)
+    objects = render(xr, b.example_input(), _observed(states, with_arn))
+    for obj in objects:
+        assert schemas.problems(obj) == []
+
+
+# What JSON can carry: Crossplane builds every request from JSON, so no NaN or infinity.
+ANYTHING = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**53), max_value=2**53)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=20),
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=12), children, max_size=4)
+    ),
+    max_leaves=20,
+)
+SPEC_KEYS = st.sampled_from(
+    ["crossplaneVersion", "channel", "class", "source", "backup", "restore", "url", "ref"]
+)
+NEAR_SPEC = st.dictionaries(SPEC_KEYS, ANYTHING, max_size=5) | SPEC.flatmap(
+    lambda spec: st.dictionaries(SPEC_KEYS, ANYTHING, max_size=2).map(lambda extra: spec | extra)
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(spec=NEAR_SPEC, function_input=st.none() | ANYTHING | st.just(b.example_input()))
+def test_any_spec_and_any_input_get_a_response_never_an_exception(
+    spec: dict[str, Any], function_input: Any
+) -> None:
+    req = request(b.composite({}), None)
+    req.observed.composite.resource.update({"spec": spec})
+    if isinstance(function_input, dict):
+        req.input.update(function_input)
+    rsp = fn.run(req)
+    fatal = [r for r in rsp.results if r.severity == fnv1.SEVERITY_FATAL]
+    if fatal:
+        assert len(fatal) == 1
+        assert not rsp.desired.resources
+        assert "internal error" not in fatal[0].message
+    else:
+        assert "instance" in rsp.desired.resources
+
+
+def test_render_raises_a_fatal_error_with_the_functions_message() -> None:
+    try:
+        render(b.composite({"channel": "Beta"}), b.example_input())
+    except FatalError as error:
+        assert "spec.channel" in str(error)
+    else:
+        raise AssertionError("a bad channel must be fatal")
