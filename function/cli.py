@@ -26,7 +26,13 @@ def main() -> None:
 @sdkcli.standard_options
 def serve(**options: Any) -> None:
     """Serve RunFunction over gRPC for Crossplane."""
-    sdkcli.run(FunctionRunner(), **options)
+    if not options["insecure"] and not options["tls_certs_dir"]:
+        msg = "pass --tls-certs-dir DIR (with tls.crt, tls.key and ca.crt) or --insecure"
+        raise click.UsageError(msg)
+    try:
+        sdkcli.run(FunctionRunner(), **options)
+    except OSError as error:
+        raise click.ClickException(f"cannot serve: {error}") from None
 
 
 @main.command()

@@ -69,7 +69,7 @@ def render(
         if COMPOSITION_RESOURCE_NAME in item.get("metadata", {}).get("annotations", {})
     }
     composed = [
-        _composed(name, resource.struct_to_dict(desired.resource), composite, by_name.get(name))
+        _composed(name, _struct(desired.resource), composite, by_name.get(name))
         for name, desired in sorted(rsp.desired.resources.items())
     ]
     unready = sorted(
@@ -78,11 +78,27 @@ def render(
     return [_composite(composite, rsp, unready), *composed]
 
 
+def _struct(struct: Any) -> dict[str, Any]:
+    """A protobuf Struct as a dict, whole numbers as ints, the way protojson prints them."""
+
+    def whole(value: Any) -> Any:
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
+        if isinstance(value, dict):
+            return {key: whole(item) for key, item in value.items()}
+        if isinstance(value, list):
+            return [whole(item) for item in value]
+        return value
+
+    result: dict[str, Any] = whole(resource.struct_to_dict(struct))
+    return result
+
+
 def _composite(
     composite: Mapping[str, Any], rsp: fnv1.RunFunctionResponse, unready: list[str]
 ) -> dict[str, Any]:
     metadata = composite["metadata"]
-    out = resource.struct_to_dict(rsp.desired.composite.resource)
+    out = _struct(rsp.desired.composite.resource)
     out["apiVersion"] = composite["apiVersion"]
     out["kind"] = composite["kind"]
     out["metadata"] = {"name": metadata["name"]}
