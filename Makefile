@@ -27,7 +27,7 @@ tools: ## Build the Go tools the tests drive (cached in .tools/bin).
 	tools/build.sh
 
 bench: $(STAMP)
-	$(BIN)/python bench/function_latency.py
+	$(BIN)/python -m bench.function_latency
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)

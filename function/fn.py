@@ -11,10 +11,11 @@ import traceback
 from typing import Any
 
 import grpc
-from crossplane.function import logging, resource, response
+from crossplane.function import logging, response
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
 
+from function import structs
 from function.compose import Outcome, compose
 from function.model import InvalidError
 from function.observed import Observed, Resource
@@ -63,10 +64,10 @@ def run(req: fnv1.RunFunctionRequest) -> fnv1.RunFunctionResponse:
 def observed(req: fnv1.RunFunctionRequest) -> Observed:
     """The request's observed composite and composed resources."""
     return Observed(
-        composite=resource.struct_to_dict(req.observed.composite.resource),
+        composite=structs.to_dict(req.observed.composite.resource),
         resources={
             name: Resource(
-                body=resource.struct_to_dict(seen.resource),
+                body=structs.StructView(seen.resource),
                 connection_details=dict(seen.connection_details),
             )
             for name, seen in req.observed.resources.items()
@@ -77,20 +78,18 @@ def observed(req: fnv1.RunFunctionRequest) -> Observed:
 def _input(req: fnv1.RunFunctionRequest) -> dict[str, Any] | None:
     if not req.HasField("input"):
         return None
-    return dict(resource.struct_to_dict(req.input))
+    return structs.to_dict(req.input)
 
 
 def apply(outcome: Outcome, rsp: fnv1.RunFunctionResponse) -> None:
     """Write an outcome into a response that already carries the pipeline's desired state."""
     for name, desired in outcome.resources.items():
         target = rsp.desired.resources[name]
-        target.resource.Clear()
-        target.resource.update(desired.body)
+        structs.fill(target.resource, desired.body)
         target.ready = fnv1.READY_TRUE if desired.ready else fnv1.READY_FALSE
-    composite = resource.struct_to_dict(rsp.desired.composite.resource)
-    status = dict(composite.get("status") or {})
-    status.update(outcome.status)
-    rsp.desired.composite.resource.update({"status": status})
+    composite = structs.to_dict(rsp.desired.composite.resource)
+    composite["status"] = {**(composite.get("status") or {}), **outcome.status}
+    structs.fill(rsp.desired.composite.resource, composite)
     for key, value in outcome.connection_details.items():
         rsp.desired.composite.connection_details[key] = value
     for condition in outcome.conditions:

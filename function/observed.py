@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 
@@ -52,7 +53,7 @@ class Resource:
     body: Mapping[str, Any]
     connection_details: Mapping[str, bytes] = field(default_factory=dict)
 
-    @property
+    @cached_property
     def ready(self) -> Condition:
         """Its Ready condition."""
         return condition(self.body, "Ready")

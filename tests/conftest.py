@@ -8,6 +8,8 @@ import pytest
 
 from tests import servers
 
+pytest_plugins = ["tests.kube.fixtures"]
+
 
 @pytest.fixture(scope="session")
 def function_address() -> Iterator[str]:

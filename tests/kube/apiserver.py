@@ -527,6 +527,10 @@ def run_apiserver(
                 f"--etcd-prefix={etcd_prefix}",
                 f"--bind-address={_LOOPBACK}",
                 f"--advertise-address={_LOOPBACK}",
+                # The endpoint reconcilers refuse a loopback advertise address, and
+                # with no pod network nothing could reach the `kubernetes` Service
+                # endpoints anyway.
+                "--endpoint-reconciler-type=none",
                 f"--secure-port={port}",
                 f"--cert-dir={workdir}",
                 f"--tls-cert-file={serving_cert}",
