@@ -1,0 +1,203 @@
+"""``controlplane-provider``: run the Instance and provider config controllers."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import socket
+from collections.abc import Coroutine
+from dataclasses import dataclass
+from typing import Any
+
+import click
+
+from provider.configs import ConfigReconciler, config_of_usage
+from provider.controller import Controller
+from provider.instances import InstanceAPI
+from provider.kube import Cluster
+from provider.managed.reconciler import Reconciler
+from provider.model import (
+    CLUSTER_PROVIDER_CONFIG_USAGES,
+    CLUSTER_PROVIDER_CONFIGS,
+    INSTANCES,
+    PROVIDER_CONFIG_USAGES,
+    PROVIDER_CONFIGS,
+)
+from provider.runtime import logs, metrics
+from provider.spaces.backend import SpacesConnector
+
+log = logging.getLogger("provider")
+
+LEASE_NAME = "controlplane-provider"
+
+
+@dataclass(frozen=True)
+class Options:
+    """The command's settings."""
+
+    kubeconfig: str | None
+    poll_interval: float
+    concurrency: int
+    leader_election: bool
+    leader_election_namespace: str
+    metrics_address: str
+    metrics_port: int
+
+
+@click.command()
+@click.option("--kubeconfig", envvar="KUBECONFIG", help="Default: in-cluster config.")
+@click.option(
+    "--poll-interval",
+    default=60.0,
+    show_default=True,
+    type=click.FloatRange(min=1),
+    help="Seconds between polls of a settled Instance.",
+)
+@click.option(
+    "--max-reconcile-rate",
+    "--concurrency",
+    "concurrency",
+    default=10,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="Instances reconciled at once.",
+)
+@click.option("--leader-election", is_flag=True, help="Run only while holding the Lease.")
+@click.option(
+    "--leader-election-namespace",
+    default=lambda: os.environ.get("POD_NAMESPACE", "crossplane-system"),
+    show_default="$POD_NAMESPACE or crossplane-system",
+)
+@click.option(
+    "--metrics-bind-address",
+    default="0.0.0.0:8080",
+    show_default=True,
+    help="host:port of /metrics, /healthz and /readyz.",
+)
+@click.option("--debug", "-d", is_flag=True, help="Log at debug level.")
+def main(  # noqa: PLR0917 (click passes every option)
+    kubeconfig: str | None,
+    poll_interval: float,
+    concurrency: int,
+    leader_election: bool,
+    leader_election_namespace: str,
+    metrics_bind_address: str,
+    debug: bool,
+) -> None:
+    """Reconcile Instances into Upbound Spaces ControlPlanes."""
+    logs.setup(debug=debug)
+    host, _, port = metrics_bind_address.rpartition(":")
+    if not port.isdigit():
+        msg = f"--metrics-bind-address must be host:port (got {metrics_bind_address!r})"
+        raise click.UsageError(msg)
+    options = Options(
+        kubeconfig,
+        poll_interval,
+        concurrency,
+        leader_election,
+        leader_election_namespace,
+        host or "0.0.0.0",  # noqa: S104
+        int(port),
+    )
+    asyncio.run(run(options))
+
+
+async def run(options: Options) -> None:
+    """Run until SIGTERM or SIGINT."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    cluster = await Cluster.from_environment(
+        options.kubeconfig, on_request=metrics.record_api_request
+    )
+    connector = SpacesConnector(cluster, on_request=metrics.record_api_request)
+    controllers = build(cluster, connector, options)
+    server = metrics.start(
+        options.metrics_address,
+        options.metrics_port,
+        ready=lambda: all(c.synced.is_set() for c in controllers),
+    )
+    log.info("started", extra={"fields": {"metrics_port": server.port}})
+    try:
+        if options.leader_election:
+            identity = f"{socket.gethostname()}_{os.getpid()}"
+            await _until(
+                stop,
+                cluster.lead(
+                    LEASE_NAME,
+                    options.leader_election_namespace,
+                    identity,
+                    lambda: _run_all(controllers, stop),
+                ),
+            )
+            if not stop.is_set():
+                # Another replica may lead now: stop, and let the pod restart.
+                log.error("lost leadership; exiting")
+                raise SystemExit(1)
+        else:
+            await _run_all(controllers, stop)
+    finally:
+        stop.set()
+        server.stop()
+        await connector.close()
+        await cluster.close()
+
+
+def build(cluster: Cluster, connector: SpacesConnector, options: Options) -> list[Controller]:
+    """The provider's controllers on ``cluster``."""
+    # A ControlPlane's name is the Instance's external name, set before it is
+    # created: after a crash mid-create, Observe finds it rather than guessing.
+    reconciler = Reconciler(
+        InstanceAPI(cluster),
+        connector,
+        poll_interval=options.poll_interval,
+        deterministic_external_name=True,
+    )
+    configs = ConfigReconciler(cluster, PROVIDER_CONFIGS, PROVIDER_CONFIG_USAGES)
+    cluster_configs = ConfigReconciler(
+        cluster, CLUSTER_PROVIDER_CONFIGS, CLUSTER_PROVIDER_CONFIG_USAGES
+    )
+    return [
+        Controller(
+            "instance",
+            cluster,
+            INSTANCES,
+            reconciler.reconcile,
+            workers=options.concurrency,
+        ),
+        Controller(
+            "providerconfig",
+            cluster,
+            PROVIDER_CONFIGS,
+            configs.reconcile,
+            workers=1,
+            also_watch=((PROVIDER_CONFIG_USAGES, config_of_usage),),
+        ),
+        Controller(
+            "clusterproviderconfig",
+            cluster,
+            CLUSTER_PROVIDER_CONFIGS,
+            cluster_configs.reconcile,
+            workers=1,
+            also_watch=((CLUSTER_PROVIDER_CONFIG_USAGES, config_of_usage),),
+        ),
+    ]
+
+
+async def _run_all(controllers: list[Controller], stop: asyncio.Event) -> None:
+    await asyncio.gather(*(controller.run(stop) for controller in controllers))
+
+
+async def _until(stop: asyncio.Event, work: Coroutine[Any, Any, None]) -> None:
+    """Run ``work`` until it ends (the lease is lost) or ``stop`` is set."""
+    task = asyncio.ensure_future(work)
+    waiter = asyncio.ensure_future(stop.wait())
+    await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
+    for pending in (task, waiter):
+        pending.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await pending

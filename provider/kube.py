@@ -1,0 +1,425 @@
+"""The one module that talks to Kubernetes API servers: the local cluster and each Space.
+
+It uses the official client's asyncio ApiClient (authentication, TLS and
+kubeconfig handling) and speaks plain REST by path, so one small surface
+serves every kind: custom resources, Secrets, Events and Leases. Errors come
+out as ``KubeError`` and its subclasses, with messages made from the API's
+Status (never from a response body that could hold a secret).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import ssl
+from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import aiohttp
+from kubernetes.aio.client import ApiClient, Configuration
+from kubernetes.aio.config import kube_config
+from kubernetes.aio.config.incluster_config import load_incluster_config
+from kubernetes.aio.leaderelection.electionconfig import Config as ElectionConfig
+from kubernetes.aio.leaderelection.leaderelection import LeaderElection
+from kubernetes.aio.leaderelection.resourcelock.leaselock import LeaseLock
+
+from provider.managed.reconciler import ConflictError
+
+log = logging.getLogger(__name__)
+
+JsonObject = dict[str, Any]
+RequestHook = Callable[[str, str], None]
+
+USER_AGENT = "controlplane-provider"
+REQUEST_TIMEOUT_SECONDS = 15.0
+WATCH_TIMEOUT_SECONDS = 300
+
+
+class KubeError(Exception):
+    """A request to an API server failed; the message is safe to show."""
+
+
+class NotFoundError(KubeError):
+    """The object does not exist."""
+
+
+class AlreadyExistsError(KubeError):
+    """The object already exists."""
+
+
+class UnreachableError(KubeError):
+    """The API server could not be reached, or did not answer in time."""
+
+
+class GoneError(KubeError):
+    """A watch's resourceVersion is too old: list again."""
+
+
+@dataclass(frozen=True)
+class Resource:
+    """An API resource, addressed by group, version and plural."""
+
+    group: str
+    version: str
+    plural: str
+    kind: str
+    namespaced: bool = True
+
+    @property
+    def api_version(self) -> str:
+        """``group/version``, or ``version`` for the core group."""
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    def path(
+        self, namespace: str | None = None, name: str | None = None, subresource: str = ""
+    ) -> str:
+        """The REST path of the collection, an object, or one of its subresources."""
+        base = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
+        if self.namespaced and namespace:
+            base += f"/namespaces/{quote(namespace)}"
+        base += f"/{self.plural}"
+        if name:
+            base += f"/{quote(name)}"
+        if subresource:
+            base += f"/{subresource}"
+        return base
+
+
+SECRETS = Resource("", "v1", "secrets", "Secret")
+EVENTS = Resource("", "v1", "events", "Event")
+NAMESPACES = Resource("", "v1", "namespaces", "Namespace", namespaced=False)
+CRDS = Resource(
+    "apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", False
+)
+
+
+@dataclass(frozen=True)
+class WatchEvent:
+    """One event of a watch: ADDED, MODIFIED, DELETED or BOOKMARK."""
+
+    type: str
+    object: JsonObject
+
+
+class Cluster:
+    """One API server, with the credentials of one kubeconfig."""
+
+    def __init__(self, api_client: ApiClient, *, on_request: RequestHook | None = None) -> None:
+        """Wrap an ApiClient; ``on_request(verb, plural)`` is told of every request."""
+        # The API server names the field manager after the user agent.
+        api_client.user_agent = USER_AGENT
+        self._client = api_client
+        self._on_request = on_request
+
+    @classmethod
+    async def from_kubeconfig(
+        cls, kubeconfig: Mapping[str, Any], *, on_request: RequestHook | None = None
+    ) -> Cluster:
+        """A cluster from a parsed kubeconfig (its current context).
+
+        Raises:
+            KubeError: the kubeconfig cannot be used; the message quotes none of it.
+        """
+        configuration = Configuration()
+        try:
+            await kube_config.load_kube_config_from_dict(
+                config_dict=dict(kubeconfig), client_configuration=configuration
+            )
+        except Exception as error:  # noqa: BLE001 (the loader raises many kinds; none is shown)
+            msg = f"the kubeconfig cannot be used ({type(error).__name__})"
+            raise KubeError(msg) from None
+        return cls(ApiClient(configuration), on_request=on_request)
+
+    @classmethod
+    async def from_environment(
+        cls, kubeconfig_path: str | None = None, *, on_request: RequestHook | None = None
+    ) -> Cluster:
+        """The cluster of ``kubeconfig_path``, ``$KUBECONFIG``, or the pod's own."""
+        path = kubeconfig_path or os.environ.get("KUBECONFIG")
+        configuration = Configuration()
+        if path:
+            await kube_config.load_kube_config(config_file=path, client_configuration=configuration)
+        else:
+            load_incluster_config(client_configuration=configuration)
+        return cls(ApiClient(configuration), on_request=on_request)
+
+    @property
+    def api_client(self) -> ApiClient:
+        """The underlying ApiClient (for the Lease lock of leader election)."""
+        return self._client
+
+    @property
+    def server(self) -> str:
+        """The API server's URL."""
+        host: str = self._client.configuration.host
+        return host
+
+    async def close(self) -> None:
+        """Close connections."""
+        await self._client.close()
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        body: Mapping[str, Any] | None = None,
+        query: Mapping[str, str] | None = None,
+        timeout: float = REQUEST_TIMEOUT_SECONDS,
+        content_type: str = "application/json",
+        label: str = "",
+    ) -> JsonObject:
+        """One request; the decoded JSON answer. ``label`` names the resource in metrics.
+
+        Raises:
+            KubeError: with a subclass for not found, conflict, already exists
+                and unreachable.
+        """
+        if self._on_request is not None:
+            self._on_request(method, label or "other")
+        response = await self._call(
+            method, path, query=query or {}, body=body, timeout=timeout, content_type=content_type
+        )
+        data = await response.read()
+        if response.status >= 300:
+            raise _error(method, path, response.status, data)
+        decoded: JsonObject = json.loads(data) if data else {}
+        return decoded
+
+    async def _call(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Mapping[str, str],
+        body: Mapping[str, Any] | None,
+        timeout: float,
+        content_type: str,
+        stream: bool = False,
+    ) -> Any:
+        headers = {"Accept": "application/json", "Content-Type": content_type}
+        try:
+            (
+                call_method,
+                call_url,
+                call_headers,
+                call_body,
+                post,
+            ) = await self._client.param_serialize(
+                method=method,
+                resource_path=path,
+                query_params=list(query.items()),
+                header_params=headers,
+                body=dict(body) if body is not None else None,
+                auth_settings=["BearerToken"],
+            )
+            return await self._client.call_api(
+                call_method,
+                call_url,
+                header_params=call_headers,
+                body=call_body,
+                post_params=post,
+                _request_timeout=None if stream else timeout,
+                _preload_content=not stream,
+            )
+        except (aiohttp.ClientError, TimeoutError, ssl.SSLError, OSError) as error:
+            msg = f"cannot reach {self.server}: {type(error).__name__}"
+            raise UnreachableError(msg) from None
+        except Exception as error:
+            # The client wraps transport failures in its own ApiException.
+            if type(error).__name__ == "ApiException" and getattr(error, "status", None) == 0:
+                msg = f"cannot reach {self.server}: {getattr(error, 'reason', '')}"
+                raise UnreachableError(msg) from None
+            raise
+
+    # Verbs.
+
+    async def get(self, resource: Resource, namespace: str | None, name: str) -> JsonObject | None:
+        """The object, or None."""
+        try:
+            return await self.request("GET", resource.path(namespace, name), label=resource.plural)
+        except NotFoundError:
+            return None
+
+    async def create(self, resource: Resource, obj: Mapping[str, Any]) -> JsonObject:
+        """Create ``obj`` in its namespace."""
+        namespace = obj.get("metadata", {}).get("namespace")
+        return await self.request("POST", resource.path(namespace), body=obj, label=resource.plural)
+
+    async def replace(self, resource: Resource, obj: Mapping[str, Any]) -> JsonObject:
+        """Replace ``obj`` (optimistic concurrency on its resourceVersion)."""
+        metadata = obj["metadata"]
+        path = resource.path(metadata.get("namespace"), metadata["name"])
+        return await self.request("PUT", path, body=obj, label=resource.plural)
+
+    async def replace_status(self, resource: Resource, obj: Mapping[str, Any]) -> JsonObject:
+        """Replace ``obj``'s status subresource."""
+        metadata = obj["metadata"]
+        path = resource.path(metadata.get("namespace"), metadata["name"], "status")
+        return await self.request("PUT", path, body=obj, label=resource.plural)
+
+    async def merge_patch(
+        self, resource: Resource, namespace: str | None, name: str, patch: Mapping[str, Any]
+    ) -> JsonObject:
+        """Apply a JSON merge patch."""
+        return await self.request(
+            "PATCH",
+            resource.path(namespace, name),
+            body=patch,
+            content_type="application/merge-patch+json",
+            label=resource.plural,
+        )
+
+    async def delete(self, resource: Resource, namespace: str | None, name: str) -> bool:
+        """Delete the object; False when it was already gone."""
+        try:
+            await self.request("DELETE", resource.path(namespace, name), label=resource.plural)
+        except NotFoundError:
+            return False
+        return True
+
+    async def list(
+        self,
+        resource: Resource,
+        namespace: str | None = None,
+        *,
+        label_selector: str = "",
+        field_selector: str = "",
+    ) -> tuple[list[JsonObject], str]:
+        """Every object (of a namespace, or of all); and the list's resourceVersion."""
+        query = {"labelSelector": label_selector} if label_selector else {}
+        if field_selector:
+            query["fieldSelector"] = field_selector
+        answer = await self.request(
+            "GET", resource.path(namespace), query=query, label=resource.plural
+        )
+        return list(answer.get("items") or []), str(
+            answer.get("metadata", {}).get("resourceVersion", "")
+        )
+
+    async def watch(
+        self,
+        resource: Resource,
+        resource_version: str,
+        namespace: str | None = None,
+        timeout_seconds: int = WATCH_TIMEOUT_SECONDS,
+    ) -> AsyncIterator[WatchEvent]:
+        """Events since ``resource_version``, until the server ends the watch.
+
+        Raises:
+            GoneError: the version is too old; list again and watch from there.
+        """
+        query = {
+            "watch": "1",
+            "resourceVersion": resource_version,
+            "allowWatchBookmarks": "true",
+            "timeoutSeconds": str(timeout_seconds),
+        }
+        if self._on_request is not None:
+            self._on_request("WATCH", resource.plural)
+        response = await self._call(
+            "GET",
+            resource.path(namespace),
+            query=query,
+            body=None,
+            timeout=timeout_seconds + REQUEST_TIMEOUT_SECONDS,
+            content_type="application/json",
+            stream=True,
+        )
+        try:
+            if response.status >= 300:
+                raise _error(
+                    "WATCH", resource.path(namespace), response.status, await response.read()
+                )
+            async for line in response.response.content:
+                if not line.strip():
+                    continue
+                event = json.loads(line)
+                if event.get("type") == "ERROR":
+                    status = event.get("object") or {}
+                    if status.get("code") == 410:
+                        raise GoneError(str(status.get("message", "resource version too old")))
+                    raise KubeError(f"watch {resource.plural}: {status.get('message', '')}")
+                yield WatchEvent(str(event.get("type")), event.get("object") or {})
+        except (aiohttp.ClientError, TimeoutError) as error:
+            msg = f"watch of {resource.plural} on {self.server} ended: {type(error).__name__}"
+            raise UnreachableError(msg) from None
+        finally:
+            response.response.release()
+
+    async def lead(
+        self,
+        lease: str,
+        namespace: str,
+        identity: str,
+        leading: Callable[[], Coroutine[Any, Any, None]],
+        *,
+        lease_duration: float = 15.0,
+        renew_deadline: float = 10.0,
+        retry_period: float = 2.0,
+    ) -> None:
+        """Run ``leading`` while this process holds the Lease; return when it is lost.
+
+        The official client's asyncio leader election, on a
+        ``coordination.k8s.io`` Lease.
+        """
+
+        async def stopped() -> None:
+            log.warning("lost the leader lease", extra={"fields": {"lease": lease}})
+
+        election = LeaderElection(
+            ElectionConfig(
+                LeaseLock(lease, namespace, identity, self._client),
+                lease_duration,
+                renew_deadline,
+                retry_period,
+                leading,
+                stopped,
+            )
+        )
+        await election.run()
+
+
+def _error(method: str, path: str, status: int, data: bytes) -> KubeError:
+    """An error from an API Status; only its reason and message are kept."""
+    try:
+        answer = json.loads(data)
+    except ValueError:
+        answer = {}
+    message = str(answer.get("message") or "") if isinstance(answer, dict) else ""
+    reason = str(answer.get("reason") or "") if isinstance(answer, dict) else ""
+    text = f"{method} {path}: {status} {reason}: {message}".rstrip(": ")
+    if status == 404:
+        return NotFoundError(text)
+    if status == 409 and reason == "AlreadyExists":
+        return AlreadyExistsError(text)
+    if status == 409:
+        return _ConflictError(text)
+    return KubeError(text)
+
+
+class _ConflictError(KubeError, ConflictError):
+    """A write lost an optimistic-concurrency race."""
+
+
+def load_kubeconfig_text(text: str) -> JsonObject:
+    """Parse a kubeconfig; a KubeError that quotes none of it when it is not one."""
+    import yaml  # noqa: PLC0415 (only kubeconfigs from secrets need it)
+
+    try:
+        parsed = yaml.safe_load(text)
+    except yaml.YAMLError:
+        parsed = None
+    if not isinstance(parsed, dict) or not parsed.get("clusters"):
+        msg = "is not a valid kubeconfig"
+        raise KubeError(msg)
+    return parsed
+
+
+def kubeconfig_file(path: str | Path) -> JsonObject:
+    """A kubeconfig read from a file."""
+    return load_kubeconfig_text(Path(path).read_text())

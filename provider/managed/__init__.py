@@ -1,0 +1,1 @@
+"""crossplane-runtime's managed resource semantics, independent of any backend."""

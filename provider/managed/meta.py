@@ -1,0 +1,73 @@
+"""The annotations and finalizer crossplane-runtime keeps on every managed resource."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+FINALIZER = "finalizer.managedresource.crossplane.io"
+EXTERNAL_NAME = "crossplane.io/external-name"
+EXTERNAL_CREATE_PENDING = "crossplane.io/external-create-pending"
+EXTERNAL_CREATE_SUCCEEDED = "crossplane.io/external-create-succeeded"
+EXTERNAL_CREATE_FAILED = "crossplane.io/external-create-failed"
+PAUSED = "crossplane.io/paused"
+_TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
+
+
+def annotations_of(obj: Mapping[str, Any]) -> Mapping[str, str]:
+    """The object's annotations (empty when it has none)."""
+    metadata = obj.get("metadata") or {}
+    result: Mapping[str, str] = metadata.get("annotations") or {}
+    return result
+
+
+def external_name(obj: Mapping[str, Any]) -> str:
+    """The external name annotation, or an empty string."""
+    return annotations_of(obj).get(EXTERNAL_NAME, "")
+
+
+def is_paused(obj: Mapping[str, Any]) -> bool:
+    """Whether the paused annotation is ``"true"``."""
+    return annotations_of(obj).get(PAUSED) == "true"
+
+
+def was_deleted(obj: Mapping[str, Any]) -> bool:
+    """Whether the object is being deleted."""
+    return bool((obj.get("metadata") or {}).get("deletionTimestamp"))
+
+
+def timestamp(now: datetime | None = None) -> str:
+    """A time in the format crossplane-runtime writes into the create annotations."""
+    return (now or datetime.now(UTC)).strftime(_TIME_FORMAT)
+
+
+def _time(obj: Mapping[str, Any], key: str) -> datetime | None:
+    value = annotations_of(obj).get(key)
+    if not value:
+        return None
+    try:
+        return datetime.strptime(value, _TIME_FORMAT).replace(tzinfo=UTC)
+    except ValueError:
+        # RFC 3339 with fractions, as other writers produce.
+        return datetime.fromisoformat(value.replace("Z", "+00:00"))
+
+
+def create_incomplete(obj: Mapping[str, Any]) -> bool:
+    """Whether a create was started and neither its success nor its failure was recorded.
+
+    This is what guards against creating twice: a crash between the create
+    call and recording its result leaves only the pending annotation.
+    """
+    pending = _time(obj, EXTERNAL_CREATE_PENDING)
+    if pending is None:
+        return False
+    succeeded = _time(obj, EXTERNAL_CREATE_SUCCEEDED)
+    failed = _time(obj, EXTERNAL_CREATE_FAILED)
+    return all(t is None or pending > t for t in (succeeded, failed))
+
+
+def create_succeeded_within(obj: Mapping[str, Any], seconds: float, now: datetime) -> bool:
+    """Whether a create succeeded within the grace period (the backend may lag behind)."""
+    succeeded = _time(obj, EXTERNAL_CREATE_SUCCEEDED)
+    return succeeded is not None and (now - succeeded).total_seconds() < seconds

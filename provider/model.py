@@ -1,0 +1,145 @@
+"""Pydantic models of the kinds the provider reads, and the API resources they live at.
+
+Each model reads only the fields we act on and ignores the rest, so a newer
+CRD never breaks an older provider; a field we act on that breaks its rule
+is a clear error naming it.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic.alias_generators import to_camel
+
+from provider.kube import Resource
+
+GROUP = "controlplane.spaces.upbound.io"
+VERSION = "v1alpha1"
+INSTANCES = Resource(GROUP, VERSION, "instances", "Instance")
+PROVIDER_CONFIGS = Resource(GROUP, VERSION, "providerconfigs", "ProviderConfig")
+CLUSTER_PROVIDER_CONFIGS = Resource(
+    GROUP, VERSION, "clusterproviderconfigs", "ClusterProviderConfig", namespaced=False
+)
+PROVIDER_CONFIG_USAGES = Resource(GROUP, VERSION, "providerconfigusages", "ProviderConfigUsage")
+CLUSTER_PROVIDER_CONFIG_USAGES = Resource(
+    GROUP,
+    VERSION,
+    "clusterproviderconfigusages",
+    "ClusterProviderConfigUsage",
+    namespaced=False,
+)
+CONTROL_PLANES = Resource("spaces.upbound.io", "v1beta1", "controlplanes", "ControlPlane")
+
+CONNECTION_SECRET_TYPE = "connection.crossplane.io/v1alpha1"  # noqa: S105 (a type name)
+KUBECONFIG_KEY = "kubeconfig"
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore")
+
+
+class AutoUpgrade(_Model):
+    """Crossplane's upgrade channel."""
+
+    channel: Literal["None", "Patch", "Stable", "Rapid"] = "Stable"
+
+
+class CrossplaneSpec(_Model):
+    """The Crossplane of a control plane."""
+
+    version: str | None = None
+    auto_upgrade: AutoUpgrade = AutoUpgrade()
+
+
+class BackupRef(_Model):
+    """A Backup in the Instance's namespace."""
+
+    name: str
+
+
+class Restoration(_Model):
+    """Where an Instance is first restored from."""
+
+    backup_ref: BackupRef
+
+
+class InstanceParameters(_Model):
+    """``spec.forProvider`` of an Instance."""
+
+    crossplane: CrossplaneSpec = CrossplaneSpec()
+    class_: str | None = Field(default=None, alias="class")
+    initial_restoration_from: Restoration | None = None
+
+
+class ProviderConfigRef(_Model):
+    """Which provider config an Instance uses."""
+
+    kind: Literal["ProviderConfig", "ClusterProviderConfig"] = "ClusterProviderConfig"
+    name: str = "default"
+
+
+class SecretReference(_Model):
+    """A secret by name, in the resource's own namespace."""
+
+    name: str
+
+
+class InstanceSpec(_Model):
+    """``spec`` of an Instance."""
+
+    for_provider: InstanceParameters = InstanceParameters()
+    provider_config_ref: ProviderConfigRef = ProviderConfigRef()
+    write_connection_secret_to_ref: SecretReference | None = None
+
+
+class SecretKeySelector(_Model):
+    """A key of a secret."""
+
+    namespace: str | None = None
+    name: str
+    key: str = KUBECONFIG_KEY
+
+
+class Credentials(_Model):
+    """Where a provider config's credentials come from."""
+
+    source: Literal["Secret"] = "Secret"
+    secret_ref: SecretKeySelector
+
+
+class SpacesSettings(_Model):
+    """The Space: its kubeconfig, and the group (namespace) ControlPlanes are made in."""
+
+    namespace: str = "default"
+    credentials: Credentials
+
+
+class ProviderConfigSpec(_Model):
+    """``spec`` of a ProviderConfig or ClusterProviderConfig."""
+
+    spaces: SpacesSettings
+
+
+ModelT = TypeVar("ModelT", bound=BaseModel)
+
+
+class InvalidError(ValueError):
+    """An object breaks a rule; the message names the field."""
+
+
+def parse(model: type[ModelT], data: object, where: str) -> ModelT:
+    """Validate ``data`` as ``model``.
+
+    Raises:
+        InvalidError: one ``where.path: rule`` per problem.
+    """
+    try:
+        return model.model_validate(data, by_alias=True)
+    except ValidationError as error:
+        problems = []
+        for item in error.errors(include_url=False):
+            path = ".".join([where, *(str(p) for p in item["loc"])])
+            message = "is required" if item["type"] == "missing" else item["msg"]
+            problems.append(f"{path}: {message}")
+        raise InvalidError("; ".join(problems)) from None

@@ -1,0 +1,1 @@
+"""Upbound Spaces: the backend behind the Instance managed resource."""

@@ -1,0 +1,266 @@
+"""The Instance managed resource against real API servers: the local cluster and a Space."""
+
+from __future__ import annotations
+
+import base64
+import itertools
+from typing import Any
+
+import pytest
+import yaml
+from kubernetes import client, config
+
+from tests.provider.conftest import SPACE_GROUP, Env
+from tests.provider.harness import condition, wait_for
+
+_names = itertools.count()
+
+
+def fresh(env: Env, prefix: str = "team") -> str:
+    """A namespace of the local cluster no other test uses."""
+    name = f"{prefix}-{next(_names)}"
+    env.local.namespace(name)
+    return name
+
+
+def instance(
+    namespace: str,
+    name: str = "myctp",
+    *,
+    version: str | None = "2.1.3",
+    channel: str = "Stable",
+    class_: str | None = None,
+    policies: list[str] | None = None,
+    annotations: dict[str, str] | None = None,
+    provider_config: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    crossplane: dict[str, Any] = {"autoUpgrade": {"channel": channel}}
+    if version:
+        crossplane["version"] = version
+    for_provider: dict[str, Any] = {"crossplane": crossplane}
+    if class_:
+        for_provider["class"] = class_
+    spec: dict[str, Any] = {
+        "forProvider": for_provider,
+        "writeConnectionSecretToRef": {"name": f"{name}-kubeconfig"},
+        "providerConfigRef": provider_config
+        or {"kind": "ClusterProviderConfig", "name": "default"},
+    }
+    if policies is not None:
+        spec["managementPolicies"] = policies
+    metadata: dict[str, Any] = {"name": name, "namespace": namespace}
+    if annotations:
+        metadata["annotations"] = annotations
+    return {
+        "apiVersion": "controlplane.spaces.upbound.io/v1alpha1",
+        "kind": "Instance",
+        "metadata": metadata,
+        "spec": spec,
+    }
+
+
+def control_planes(env: Env, external_name: str) -> list[dict[str, Any]]:
+    return [
+        cp
+        for cp in env.space.list_of("controlplanes", SPACE_GROUP, "spaces.upbound.io", "v1beta1")
+        if cp["metadata"]["name"] == external_name
+    ]
+
+
+def get(env: Env, namespace: str, name: str = "myctp") -> dict[str, Any] | None:
+    return env.local.get("instances", namespace, name)
+
+
+def synced(
+    env: Env, namespace: str, name: str = "myctp", status: str = "True"
+) -> dict[str, Any] | None:
+    found = get(env, namespace, name)
+    if condition(found, "Synced").get("status") == status:
+        return found
+    return None
+
+
+def ready(env: Env, namespace: str, name: str = "myctp") -> dict[str, Any] | None:
+    found = synced(env, namespace, name)
+    return found if condition(found, "Ready").get("status") == "True" else None
+
+
+def test_an_instance_becomes_one_ready_control_plane_with_a_working_kubeconfig(env: Env) -> None:
+    namespace = fresh(env)
+    env.local.create("instances", instance(namespace))
+    found = wait_for("the Instance Ready and Synced", lambda: ready(env, namespace))
+
+    external = f"{namespace}-myctp"
+    assert found["metadata"]["annotations"]["crossplane.io/external-name"] == external
+    assert "finalizer.managedresource.crossplane.io" in found["metadata"]["finalizers"]
+    assert condition(found, "Ready")["reason"] == "Available"
+    assert condition(found, "Synced")["reason"] == "ReconcileSuccess"
+    assert condition(found, "Synced")["observedGeneration"] == found["metadata"]["generation"]
+    assert len(control_planes(env, external)) == 1
+    control_plane = control_planes(env, external)[0]
+    assert control_plane["spec"]["crossplane"]["version"] == "2.1.3"
+    assert control_plane["spec"]["crossplane"]["autoUpgrade"] == {"channel": "Stable"}
+    assert found["status"]["atProvider"]["id"] == control_plane["status"]["controlPlaneID"]
+    assert found["status"]["atProvider"]["crossplaneVersion"] == "2.1.3"
+
+    secret = wait_for(
+        "the connection secret", lambda: env.local.secret(namespace, "myctp-kubeconfig")
+    )
+    assert secret["type"] == "connection.crossplane.io/v1alpha1"
+    owner = secret["metadata"]["ownerReferences"][0]
+    assert (owner["kind"], owner["name"], owner["uid"]) == (
+        "Instance",
+        "myctp",
+        found["metadata"]["uid"],
+    )
+    kubeconfig = yaml.safe_load(base64.b64decode(secret["data"]["kubeconfig"]))
+    hosted: Any = client.CoreV1Api(config.new_client_from_config_dict(kubeconfig))  # type: ignore[no-untyped-call]
+    names = {ns.metadata.name for ns in hosted.list_namespace().items}
+    assert "default" in names
+
+
+def test_version_channel_and_class_updates_reach_the_control_plane(env: Env) -> None:
+    namespace = fresh(env)
+    env.local.create("instances", instance(namespace))
+    wait_for("the Instance Ready", lambda: ready(env, namespace))
+    env.local.patch(
+        "instances",
+        namespace,
+        "myctp",
+        {
+            "spec": {
+                "forProvider": {
+                    "crossplane": {"version": "2.2.0", "autoUpgrade": {"channel": "Rapid"}},
+                    "class": "large",
+                }
+            }
+        },
+    )
+
+    def updated() -> dict[str, Any] | None:
+        cp = control_planes(env, f"{namespace}-myctp")[0]
+        return cp if cp["spec"].get("class") == "large" else None
+
+    cp = wait_for("the ControlPlane updated", updated)
+    assert cp["spec"]["crossplane"]["version"] == "2.2.0"
+    assert cp["spec"]["crossplane"]["autoUpgrade"] == {"channel": "Rapid"}
+    assert len(control_planes(env, f"{namespace}-myctp")) == 1
+
+
+def test_unset_version_and_class_are_late_initialised_from_the_control_plane(env: Env) -> None:
+    namespace = fresh(env)
+    external = f"{namespace}-myctp"
+    env.space.create(
+        "controlplanes",
+        {
+            "apiVersion": "spaces.upbound.io/v1beta1",
+            "kind": "ControlPlane",
+            "metadata": {"name": external, "namespace": SPACE_GROUP},
+            "spec": {
+                "crossplane": {"version": "1.20.1", "autoUpgrade": {"channel": "Stable"}},
+                "class": "small",
+            },
+        },
+        "spaces.upbound.io",
+        "v1beta1",
+    )
+    env.local.create("instances", instance(namespace, version=None))
+
+    def late_initialised() -> dict[str, Any] | None:
+        found = get(env, namespace)
+        for_provider = (found or {}).get("spec", {}).get("forProvider", {})
+        return found if for_provider.get("class") == "small" else None
+
+    found = wait_for("late initialisation", late_initialised)
+    assert found["spec"]["forProvider"]["crossplane"]["version"] == "1.20.1"
+    assert len(control_planes(env, external)) == 1
+
+
+def test_observe_only_on_a_missing_control_plane_is_a_reconcile_error(env: Env) -> None:
+    namespace = fresh(env)
+    env.local.create("instances", instance(namespace, policies=["Observe"]))
+    found = wait_for("Synced=False", lambda: synced(env, namespace, status="False"))
+    assert condition(found, "Synced")["reason"] == "ReconcileError"
+    assert "external resource does not exist" in condition(found, "Synced")["message"]
+    assert control_planes(env, f"{namespace}-myctp") == []
+
+
+def test_observe_only_on_an_existing_control_plane_fills_the_status_only(env: Env) -> None:
+    namespace = fresh(env)
+    external = f"{namespace}-myctp"
+    env.space.create(
+        "controlplanes",
+        {
+            "apiVersion": "spaces.upbound.io/v1beta1",
+            "kind": "ControlPlane",
+            "metadata": {"name": external, "namespace": SPACE_GROUP},
+            "spec": {"crossplane": {"version": "1.20.1", "autoUpgrade": {"channel": "Stable"}}},
+        },
+        "spaces.upbound.io",
+        "v1beta1",
+    )
+    env.local.create("instances", instance(namespace, version="2.1.3", policies=["Observe"]))
+    found = wait_for("the Instance Ready", lambda: ready(env, namespace))
+    assert found["status"]["atProvider"]["crossplaneVersion"] == "1.20.1"
+    cp = control_planes(env, external)[0]
+    assert cp["spec"]["crossplane"]["version"] == "1.20.1", "Observe never updates"
+    assert found["spec"]["forProvider"]["crossplane"]["version"] == "2.1.3", "nor late-initialises"
+
+
+def test_deleting_without_the_delete_policy_orphans_the_control_plane(env: Env) -> None:
+    namespace = fresh(env)
+    env.local.create(
+        "instances", instance(namespace, policies=["Observe", "Create", "Update", "LateInitialize"])
+    )
+    wait_for("the Instance Ready", lambda: ready(env, namespace))
+    env.local.delete("instances", namespace, "myctp")
+    wait_for("the Instance gone", lambda: get(env, namespace) is None)
+    assert len(control_planes(env, f"{namespace}-myctp")) == 1
+
+
+def test_deleting_removes_the_control_plane_and_then_the_finalizer(env: Env) -> None:
+    namespace = fresh(env)
+    env.local.create("instances", instance(namespace))
+    wait_for("the Instance Ready", lambda: ready(env, namespace))
+    env.local.delete("instances", namespace, "myctp")
+    wait_for("the Instance gone", lambda: get(env, namespace) is None)
+    assert control_planes(env, f"{namespace}-myctp") == []
+
+
+def test_a_paused_instance_is_left_alone(env: Env) -> None:
+    namespace = fresh(env)
+    env.local.create("instances", instance(namespace, annotations={"crossplane.io/paused": "true"}))
+    found = wait_for("Synced=False", lambda: synced(env, namespace, status="False"))
+    assert condition(found, "Synced")["reason"] == "ReconcilePaused"
+    assert control_planes(env, f"{namespace}-myctp") == []
+    env.local.patch(
+        "instances",
+        namespace,
+        "myctp",
+        {"metadata": {"annotations": {"crossplane.io/paused": None}}},
+    )
+    wait_for("the Instance Ready once unpaused", lambda: ready(env, namespace))
+
+
+@pytest.mark.parametrize(
+    ("policies", "reason"),
+    [
+        (["Create"], "a set crossplane-runtime does not support is refused"),
+        (["Observe", "Create", "Bogus"], "an unknown action is refused"),
+    ],
+    ids=lambda value: value if isinstance(value, str) else "",
+)
+def test_unsupported_management_policies_are_a_reconcile_error(
+    env: Env, policies: list[str], reason: str
+) -> None:
+    namespace = fresh(env)
+    body = instance(namespace, policies=policies)
+    try:
+        env.local.create("instances", body)
+    except client.ApiException as error:
+        # The CRD's enum refuses unknown actions before the provider sees them.
+        assert error.status == 422, reason
+        return
+    found = wait_for("Synced=False", lambda: synced(env, namespace, status="False"))
+    assert "spec.managementPolicies" in condition(found, "Synced")["message"], reason
+    assert control_planes(env, f"{namespace}-myctp") == []

@@ -1,0 +1,235 @@
+"""The provider's metrics and its /metrics, /healthz and /readyz server."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pytest
+
+from provider.runtime import metrics
+
+TIMEOUT = 5.0
+
+
+@dataclass
+class Answer:
+    status: int
+    body: str
+    content_type: str
+
+
+def fetch(port: int, path: str, host: str = "127.0.0.1") -> Answer:
+    try:
+        with urllib.request.urlopen(f"http://{host}:{port}{path}", timeout=TIMEOUT) as rsp:
+            return Answer(rsp.status, rsp.read().decode(), rsp.headers["Content-Type"])
+    except urllib.error.HTTPError as error:
+        with error:
+            return Answer(error.code, error.read().decode(), error.headers["Content-Type"])
+
+
+@pytest.fixture
+def ready() -> threading.Event:
+    return threading.Event()
+
+
+@pytest.fixture
+def server(ready: threading.Event) -> Iterator[metrics.Server]:
+    running = metrics.start("127.0.0.1", 0, ready.is_set)
+    yield running
+    running.stop()
+
+
+def sample(name: str, **labels: str) -> float:
+    return metrics.REGISTRY.get_sample_value(name, labels) or 0.0
+
+
+def test_the_server_answers_on_the_free_port_it_picked(server: metrics.Server) -> None:
+    assert server.port != 0
+    assert fetch(server.port, "/healthz") == Answer(200, "ok\n", "text/plain; charset=utf-8")
+
+
+def test_readyz_is_503_with_a_reason_until_the_callback_says_ready(
+    server: metrics.Server, ready: threading.Event
+) -> None:
+    assert fetch(server.port, "/readyz") == Answer(503, "not ready\n", "text/plain; charset=utf-8")
+
+    ready.set()
+    assert fetch(server.port, "/readyz").status == 200
+
+    ready.clear()
+    assert fetch(server.port, "/readyz").status == 503
+
+
+def test_readyz_is_503_when_the_callback_raises_and_hides_the_error_text() -> None:
+    def broken() -> bool:
+        raise RuntimeError("token=hunter2")
+
+    running = metrics.start("127.0.0.1", 0, broken)
+    try:
+        answer = fetch(running.port, "/readyz")
+        assert fetch(running.port, "/healthz").status == 200, "liveness must not depend on it"
+    finally:
+        running.stop()
+
+    assert answer.status == 503
+    assert answer.body == "readiness check failed\n"
+
+
+def test_an_unknown_path_is_404(server: metrics.Server) -> None:
+    assert fetch(server.port, "/secrets").status == 404
+
+
+def test_metrics_lists_every_metric_after_recording(server: metrics.Server) -> None:
+    metrics.record_reconcile("instance", "success", 0.2)
+    metrics.record_reconcile("instance", "error", 1.5)
+    metrics.set_workqueue_depth("instance", 3)
+    metrics.record_api_request("get", "instances")
+
+    answer = fetch(server.port, "/metrics")
+
+    assert answer.status == 200
+    assert answer.content_type.startswith("text/plain")
+    for name in (
+        'controlplane_provider_reconcile_total{controller="instance",result="success"}',
+        'controlplane_provider_reconcile_errors_total{controller="instance"}',
+        'controlplane_provider_reconcile_duration_seconds_bucket{controller="instance",le="2.5"}',
+        'controlplane_provider_workqueue_depth{controller="instance"} 3.0',
+        'controlplane_provider_api_requests_total{resource="instances",verb="get"}',
+    ):
+        assert name in answer.body
+
+
+def test_metrics_keeps_out_what_others_register_in_the_global_registry(
+    server: metrics.Server,
+) -> None:
+    # The default registry carries process and platform collectors.
+    assert "python_info" not in fetch(server.port, "/metrics").body
+
+
+def test_an_errored_reconcile_is_counted_in_both_counters_and_the_histogram() -> None:
+    before_total = sample("controlplane_provider_reconcile_total", controller="c1", result="error")
+    before_errors = sample("controlplane_provider_reconcile_errors_total", controller="c1")
+    before_count = sample("controlplane_provider_reconcile_duration_seconds_count", controller="c1")
+
+    metrics.record_reconcile("c1", "error", 0.01)
+    metrics.record_reconcile("c1", "requeue", 0.01)
+
+    total = sample("controlplane_provider_reconcile_total", controller="c1", result="error")
+    assert total == before_total + 1
+    errors = sample("controlplane_provider_reconcile_errors_total", controller="c1")
+    assert errors == before_errors + 1
+    count = sample("controlplane_provider_reconcile_duration_seconds_count", controller="c1")
+    assert count == before_count + 2
+
+
+def test_a_result_outside_the_three_is_refused() -> None:
+    with pytest.raises(ValueError, match="result must be one of"):
+        metrics.record_reconcile("c1", "maybe", 0.1)  # type: ignore[arg-type]
+
+
+def test_the_depth_callback_is_read_at_every_scrape(server: metrics.Server) -> None:
+    depth = [4]
+    metrics.track_workqueue_depth("tracked", lambda: depth[0])
+    assert 'controlplane_provider_workqueue_depth{controller="tracked"} 4.0' in (
+        fetch(server.port, "/metrics").body
+    )
+
+    depth[0] = 0
+    assert 'controlplane_provider_workqueue_depth{controller="tracked"} 0.0' in (
+        fetch(server.port, "/metrics").body
+    )
+
+
+@dataclass
+class RequestCase:
+    reason: str
+    verb: str
+    resource: str
+    want_verb: str
+    want_resource: str
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        RequestCase("a verb and a plural", "list", "instances", "list", "instances"),
+        RequestCase("an HTTP method is lower-cased", "PATCH", "secrets", "patch", "secrets"),
+        RequestCase("a kind keeps its case", "get", "Instance", "get", "Instance"),
+        RequestCase(
+            "a resource with its group",
+            "watch",
+            "controlplanes.spaces.upbound.io",
+            "watch",
+            "controlplanes.spaces.upbound.io",
+        ),
+        RequestCase("an unknown verb becomes other", "FROB", "secrets", "other", "secrets"),
+        RequestCase(
+            "a bearer token instead of a resource becomes other",
+            "get",
+            "Bearer eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJ4In0.c2ln",
+            "get",
+            "other",
+        ),
+        RequestCase("a path becomes other", "get", "namespaces/team-a/secrets", "get", "other"),
+        RequestCase("an over-long value becomes other", "get", "a" * 64, "get", "other"),
+        RequestCase("an empty value becomes other", "get", "", "get", "other"),
+    ],
+    ids=lambda c: c.reason,
+)
+def test_api_request_labels_are_only_verbs_and_kinds(case: RequestCase) -> None:
+    name = "controlplane_provider_api_requests_total"
+    labels = {"verb": case.want_verb, "resource": case.want_resource}
+    before = sample(name, **labels)
+
+    metrics.record_api_request(case.verb, case.resource)
+
+    assert sample(name, **labels) == before + 1
+
+
+def test_a_controller_name_that_is_not_a_name_becomes_other(server: metrics.Server) -> None:
+    metrics.set_workqueue_depth("password=hunter2", 7)
+
+    body = fetch(server.port, "/metrics").body
+    assert 'controlplane_provider_workqueue_depth{controller="other"} 7.0' in body
+    assert "hunter2" not in body
+
+
+def test_stop_frees_the_port_for_a_new_server() -> None:
+    first = metrics.start("127.0.0.1", 0, lambda: True)
+    port = first.port
+    assert fetch(port, "/healthz").status == 200
+
+    first.stop()
+    first.stop()  # a second stop does nothing
+
+    with pytest.raises(urllib.error.URLError):
+        fetch(port, "/healthz")
+    second = metrics.start("127.0.0.1", port, lambda: True)
+    try:
+        assert second.port == port
+        assert fetch(port, "/readyz").status == 200
+    finally:
+        second.stop()
+
+
+def _ipv6_loopback() -> bool:
+    try:
+        with socket.socket(socket.AF_INET6) as probe:
+            probe.bind(("::1", 0))
+    except OSError:
+        return False
+    return True
+
+
+@pytest.mark.skipif(not _ipv6_loopback(), reason="no IPv6 loopback here")
+def test_the_server_listens_on_an_ipv6_address() -> None:
+    running = metrics.start("::1", 0, lambda: True)
+    try:
+        assert fetch(running.port, "/healthz", host="[::1]").status == 200
+    finally:
+        running.stop()
