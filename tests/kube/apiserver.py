@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import dataclasses
 import datetime
 import ipaddress
 import json
@@ -29,7 +30,7 @@ import urllib.error
 import urllib.request
 import uuid
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Self
@@ -441,6 +442,17 @@ class APIServer:
     client_cert_path: Path
     client_key_path: Path
     log_path: Path
+    lifecycle: _Lifecycle | None = field(default=None, compare=False, repr=False)
+
+    def stop(self) -> None:
+        """Stop the server process (its address, certificates and data stay)."""
+        if self.lifecycle is not None:
+            self.lifecycle.stop()
+
+    def start(self) -> None:
+        """Start it again on the same address, and wait for /readyz."""
+        if self.lifecycle is not None:
+            self.lifecycle.start(self.ready)
 
     def ssl_context(self) -> ssl.SSLContext:
         """A TLS context that trusts this server's CA and presents the admin certificate."""
@@ -466,6 +478,26 @@ class APIServer:
         except (OSError, ssl.SSLError):
             return False
         return status == 200
+
+
+class _Lifecycle:
+    """Stops and starts one API server process with the same flags (a restart)."""
+
+    def __init__(self, argv: Sequence[str], log_path: Path, workdir: Path, timeout: float) -> None:
+        self.argv = list(argv)
+        self.log_path = log_path
+        self.workdir = workdir
+        self.timeout = timeout
+        self.process: _Process | None = None
+
+    def start(self, ready: Callable[[], bool]) -> None:
+        self.process = _Process("kube-apiserver", self.argv, self.log_path, self.workdir)
+        _poll_until(self.process, ready, timeout=self.timeout, what="/readyz")
+
+    def stop(self) -> None:
+        if self.process is not None:
+            self.process.stop()
+            self.process = None
 
 
 @contextlib.contextmanager
@@ -496,7 +528,7 @@ def run_apiserver(
     if not binary.is_file():
         raise FileNotFoundError(f"{binary} is missing: run tools/build.sh kube_apiserver")
     workdir = Path(tempfile.mkdtemp(prefix="kube-apiserver-", dir=parent_dir))
-    process: _Process | None = None
+    lifecycle: _Lifecycle | None = None
     try:
         pki = _PKI.generate(name)
         ca = _write(workdir / "ca.crt", pki.ca_cert)
@@ -510,6 +542,7 @@ def run_apiserver(
             port = free_port()
             url = f"https://{_LOOPBACK}:{port}"
             kubeconfig = _kubeconfig(name, url, pki)
+            log_path = workdir / "kube-apiserver.log"
             server = APIServer(
                 name=name,
                 url=url,
@@ -519,7 +552,7 @@ def run_apiserver(
                 ca_path=ca,
                 client_cert_path=client_cert,
                 client_key_path=client_key,
-                log_path=workdir / "kube-apiserver.log",
+                log_path=log_path,
             )
             argv = [
                 str(binary),
@@ -548,20 +581,21 @@ def run_apiserver(
                 "--profiling=false",
                 *extra_args,
             ]
-            process = _Process("kube-apiserver", argv, server.log_path, workdir)
+            lifecycle = _Lifecycle(argv, log_path, workdir, timeout)
+            server = dataclasses.replace(server, lifecycle=lifecycle)
             try:
-                _poll_until(process, server.ready, timeout=timeout, what="/readyz")
+                lifecycle.start(server.ready)
             except StartError as error:
-                process.stop()
-                process = None
+                lifecycle.stop()
+                lifecycle = None
                 if attempt == _PORT_ATTEMPTS or not _address_in_use(error):
                     raise
                 continue
             yield server
             return
     finally:
-        if process is not None:
-            process.stop()
+        if lifecycle is not None:
+            lifecycle.stop()
         shutil.rmtree(workdir, ignore_errors=True)
 
 
