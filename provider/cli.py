@@ -116,10 +116,14 @@ async def run(options: Options) -> None:
     )
     connector = SpacesConnector(cluster, on_request=metrics.record_api_request)
     controllers = build(cluster, connector, options)
+    leading = asyncio.Event()
+    if not options.leader_election:
+        leading.set()
+    # A standby replica is ready too: it is healthy, only not leading.
     server = metrics.start(
         options.metrics_address,
         options.metrics_port,
-        ready=lambda: all(c.synced.is_set() for c in controllers),
+        ready=lambda: not leading.is_set() or all(c.synced.is_set() for c in controllers),
     )
     log.info("started", extra={"fields": {"metrics_port": server.port}})
     try:
@@ -131,7 +135,7 @@ async def run(options: Options) -> None:
                     LEASE_NAME,
                     options.leader_election_namespace,
                     identity,
-                    lambda: _run_all(controllers, stop),
+                    lambda: _lead(controllers, stop, leading),
                 ),
             )
             if not stop.is_set():
@@ -186,6 +190,12 @@ def build(cluster: Cluster, connector: SpacesConnector, options: Options) -> lis
             also_watch=((CLUSTER_PROVIDER_CONFIG_USAGES, config_of_usage),),
         ),
     ]
+
+
+async def _lead(controllers: list[Controller], stop: asyncio.Event, leading: asyncio.Event) -> None:
+    log.info("leading")
+    leading.set()
+    await _run_all(controllers, stop)
 
 
 async def _run_all(controllers: list[Controller], stop: asyncio.Event) -> None:

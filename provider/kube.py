@@ -9,12 +9,16 @@ Status (never from a response body that could hold a secret).
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import logging
 import os
 import ssl
+import time
 from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -23,9 +27,6 @@ import aiohttp
 from kubernetes.aio.client import ApiClient, Configuration
 from kubernetes.aio.config import kube_config
 from kubernetes.aio.config.incluster_config import load_incluster_config
-from kubernetes.aio.leaderelection.electionconfig import Config as ElectionConfig
-from kubernetes.aio.leaderelection.leaderelection import LeaderElection
-from kubernetes.aio.leaderelection.resourcelock.leaselock import LeaseLock
 
 from provider.managed.reconciler import ConflictError
 
@@ -92,6 +93,7 @@ class Resource:
 SECRETS = Resource("", "v1", "secrets", "Secret")
 EVENTS = Resource("", "v1", "events", "Event")
 NAMESPACES = Resource("", "v1", "namespaces", "Namespace", namespaced=False)
+LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease")
 CRDS = Resource(
     "apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", False
 )
@@ -364,24 +366,78 @@ class Cluster:
     ) -> None:
         """Run ``leading`` while this process holds the Lease; return when it is lost.
 
-        The official client's asyncio leader election, on a
-        ``coordination.k8s.io`` Lease.
+        client-go's leader election on a ``coordination.k8s.io`` Lease: acquire
+        it once it is free or expired, renew it every ``retry_period``, and
+        give up (cancelling ``leading``) when no renewal succeeded for
+        ``renew_deadline``. The official client's own asyncio LeaseLock cannot
+        create a Lease in this version, hence this one.
         """
+        while not await self._hold(lease, namespace, identity, lease_duration):
+            await asyncio.sleep(retry_period)
+        task = asyncio.create_task(leading())
+        renewed = time.monotonic()
+        try:
+            while not task.done():
+                await asyncio.wait({task}, timeout=retry_period)
+                if await self._hold(lease, namespace, identity, lease_duration):
+                    renewed = time.monotonic()
+                elif time.monotonic() - renewed > renew_deadline:
+                    log.warning("lost the leader lease", extra={"fields": {"lease": lease}})
+                    return
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
 
-        async def stopped() -> None:
-            log.warning("lost the leader lease", extra={"fields": {"lease": lease}})
-
-        election = LeaderElection(
-            ElectionConfig(
-                LeaseLock(lease, namespace, identity, self._client),
-                lease_duration,
-                renew_deadline,
-                retry_period,
-                leading,
-                stopped,
+    async def _hold(self, name: str, namespace: str, identity: str, duration: float) -> bool:
+        """Acquire or renew the Lease; False when another holder's is still valid."""
+        now = datetime.now(UTC)
+        stamp = now.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        try:
+            lease = await self.get(LEASES, namespace, name)
+            if lease is None:
+                await self.create(
+                    LEASES,
+                    {
+                        "apiVersion": LEASES.api_version,
+                        "kind": LEASES.kind,
+                        "metadata": {"name": name, "namespace": namespace},
+                        "spec": {
+                            "holderIdentity": identity,
+                            "leaseDurationSeconds": int(duration),
+                            "acquireTime": stamp,
+                            "renewTime": stamp,
+                            "leaseTransitions": 0,
+                        },
+                    },
+                )
+                return True
+            spec = lease.setdefault("spec", {})
+            holder = spec.get("holderIdentity")
+            if holder and holder != identity and not _expired(spec, now):
+                return False
+            if holder != identity:
+                spec["acquireTime"] = stamp
+                spec["leaseTransitions"] = int(spec.get("leaseTransitions") or 0) + 1
+            spec.update(
+                {
+                    "holderIdentity": identity,
+                    "leaseDurationSeconds": int(duration),
+                    "renewTime": stamp,
+                }
             )
-        )
-        await election.run()
+            await self.replace(LEASES, lease)
+        except KubeError:
+            return False
+        return True
+
+
+def _expired(spec: Mapping[str, Any], now: datetime) -> bool:
+    renewed = spec.get("renewTime")
+    if not renewed:
+        return True
+    renew_time = datetime.fromisoformat(str(renewed).replace("Z", "+00:00"))
+    return (now - renew_time).total_seconds() > float(spec.get("leaseDurationSeconds") or 0)
 
 
 def _error(method: str, path: str, status: int, data: bytes) -> KubeError:
