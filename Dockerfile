@@ -1,6 +1,7 @@
 # syntax=docker/dockerfile:1
 
-# The image of function-controlplane (and, later, of the provider).
+# The images of function-controlplane (the default target) and of
+# controlplane-provider (`--target provider`): one build, two entrypoints.
 #
 # Both stages must run the same Debian (12) and the same Python (3.11): the
 # venv built here is copied as it is, its bin/python is a symlink to the
@@ -23,10 +24,16 @@ COPY . .
 RUN /venv/bin/pip install . \
  && /venv/bin/python -c 'import function.cli'
 
-FROM gcr.io/distroless/python3-debian12:nonroot
+FROM gcr.io/distroless/python3-debian12:nonroot AS runtime
 COPY --from=build /venv /venv
 ENV PYTHONUNBUFFERED=1
-EXPOSE 9443
 # Numeric, so that a pod's runAsNonRoot can check it; 65532 is distroless's nonroot.
 USER 65532:65532
+
+FROM runtime AS provider
+EXPOSE 8080
+ENTRYPOINT ["/venv/bin/controlplane-provider"]
+
+FROM runtime AS function
+EXPOSE 9443
 ENTRYPOINT ["/venv/bin/function-controlplane", "serve"]

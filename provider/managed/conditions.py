@@ -101,10 +101,14 @@ def merged(
 
 
 def _same(existing: Mapping[str, Any], fresh: Mapping[str, Any]) -> bool:
-    keys = ("status", "reason", "observedGeneration")
-    return all(existing.get(k) == fresh.get(k) for k in keys) and existing.get(
-        "message", ""
-    ) == fresh.get("message", "")
+    """crossplane-runtime's Condition.Equal: a generation of 0 on either side is not compared."""
+    generations = (existing.get("observedGeneration") or 0, fresh.get("observedGeneration") or 0)
+    return (
+        existing.get("status") == fresh.get("status")
+        and existing.get("reason") == fresh.get("reason")
+        and existing.get("message", "") == fresh.get("message", "")
+        and (0 in generations or generations[0] == generations[1])
+    )
 
 
 def find(conditions: Sequence[Mapping[str, Any]], type_: str) -> Mapping[str, Any] | None:

@@ -24,7 +24,7 @@ class Observation:
     """What Observe found."""
 
     exists: bool
-    up_to_date: bool = True
+    up_to_date: bool = False
     late_init: Mapping[str, Any] = field(default_factory=dict)
     ready: Condition | None = None
     connection_details: Mapping[str, bytes] = field(default_factory=dict)

@@ -38,19 +38,20 @@ def was_deleted(obj: Mapping[str, Any]) -> bool:
 
 
 def timestamp(now: datetime | None = None) -> str:
-    """A time in the format crossplane-runtime writes into the create annotations."""
-    return (now or datetime.now(UTC)).strftime(_TIME_FORMAT)
+    """A time in the format crossplane-runtime writes into the create annotations (UTC)."""
+    return (now or datetime.now(UTC)).astimezone(UTC).strftime(_TIME_FORMAT)
 
 
 def _time(obj: Mapping[str, Any], key: str) -> datetime | None:
+    """An RFC 3339 annotation; anything else counts as unset, as crossplane-runtime reads it."""
     value = annotations_of(obj).get(key)
     if not value:
         return None
     try:
-        return datetime.strptime(value, _TIME_FORMAT).replace(tzinfo=UTC)
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
     except ValueError:
-        # RFC 3339 with fractions, as other writers produce.
-        return datetime.fromisoformat(value.replace("Z", "+00:00"))
+        return None
+    return parsed if parsed.tzinfo is not None else None
 
 
 def create_incomplete(obj: Mapping[str, Any]) -> bool:

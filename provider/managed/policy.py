@@ -57,9 +57,9 @@ class Policies:
             UnsupportedPolicyError: naming the field and the supported sets.
         """
         if self.actions not in SUPPORTED:
-            shown = sorted(self.actions)
+            shown = " ".join(sorted(self.actions))
             msg = (
-                f"spec.managementPolicies is set to a value ({shown}) which is not supported. "
+                f"`spec.managementPolicies` is set to a value([{shown}]) which is not supported. "
                 "Check docs for supported policies"
             )
             raise UnsupportedPolicyError(msg)

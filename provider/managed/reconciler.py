@@ -41,6 +41,10 @@ REASON_DELETED = "DeletedExternalResource"
 REASON_CREATED = "CreatedExternalResource"
 REASON_UPDATED = "UpdatedExternalResource"
 REASON_PAUSED = "ReconciliationPaused"
+REASON_PENDING = "PendingExternalResource"
+MESSAGE_PAUSED = (
+    "Reconciliation is paused either through the `spec.managementPolicies` or the pause annotation"
+)
 
 NORMAL = "Normal"
 WARNING = "Warning"
@@ -50,6 +54,10 @@ log = logging.getLogger(__name__)
 
 class ConflictError(Exception):
     """The object changed since it was read; the reconcile is simply retried."""
+
+
+class _ManagedWriteError(Exception):
+    """Writing the managed resource's metadata or spec failed (not a conflict)."""
 
 
 class ManagedAPI(Protocol):
@@ -144,7 +152,7 @@ class Reconciler:
         if managed is None:
             return Result()
         try:
-            return await _Run(self, managed).run()
+            return await _Run(self, managed).run_reporting()
         except ConflictError:
             # Someone wrote the object since we read it: read it again soon.
             return Result(requeue=True)
@@ -161,6 +169,16 @@ class _Run:
         self.policies = Policies.of(managed.get("spec", {}).get("managementPolicies"))
         # The Ready condition Observe reported, written with the Synced outcome.
         self.ready: list[Condition] = []
+
+    async def run_reporting(self) -> Result:
+        """Run; a failed write of the resource itself is reported in its status."""
+        try:
+            return await self.run()
+        except _ManagedWriteError as error:
+            cause = error.__cause__ if isinstance(error.__cause__, Exception) else error
+            return await self._failed(
+                REASON_CANNOT_UPDATE_MANAGED, "cannot update managed resource", cause
+            )
 
     async def run(self) -> Result:
         stopped = await self._preflight()
@@ -183,32 +201,38 @@ class _Run:
             self.ready = [observation.ready]
         if not observation.exists:
             if self.policies.should_only_observe:
-                await self._event(WARNING, REASON_CANNOT_OBSERVE, ERR_EXTERNAL_NOT_EXIST)
+                await self._event(
+                    WARNING, REASON_CANNOT_OBSERVE, "external resource does not exist"
+                )
                 missing = conditions.reconcile_error(ERR_EXTERNAL_NOT_EXIST)
                 return await self._finish(Result(requeue=True), missing)
             if meta.create_succeeded_within(
                 self.managed, self.r.creation_grace_period, self.r.clock()
             ):
                 # The backend may not list what it just made yet: look again soon.
-                return Result(requeue_after=self.r.short_wait)
+                await self._event(
+                    NORMAL,
+                    REASON_PENDING,
+                    "Waiting for external resource existence to be confirmed",
+                )
+                return Result(requeue=True)
         if meta.was_deleted(self.managed):
+            if len(self.managed["metadata"].get("finalizers") or []) > 1:
+                # Others still hold the resource: delete the external one last.
+                return Result(requeue=True)
             return await self._delete(external, observation.exists)
         published = await self._publish(observation.connection_details)
         if published is not None:
             return published
         await self._add_finalizer()
-        if not observation.exists:
-            if self.policies.should_create:
-                return await self._create(external)
-            # Observe with Update or LateInitialize but no Create: nothing to act on.
-            missing = conditions.reconcile_error(ERR_EXTERNAL_NOT_EXIST)
-            return await self._finish(Result(requeue=True), missing)
+        if not observation.exists and self.policies.should_create:
+            return await self._create(external)
         return await self._converge(external, observation)
 
     async def _preflight(self) -> Result | None:
         """The checks before any backend call; a Result when the run stops there."""
         if meta.is_paused(self.managed) or self.policies.paused:
-            await self._event(NORMAL, REASON_PAUSED, "Reconciliation is paused")
+            await self._event(NORMAL, REASON_PAUSED, MESSAGE_PAUSED)
             return await self._finish(Result(), conditions.reconcile_paused())
         try:
             self.policies.validate()
@@ -221,7 +245,7 @@ class _Run:
         # With a deterministic external name Observe finds what an interrupted
         # create made, so only an unpredictable name must stop here.
         if meta.create_incomplete(self.managed) and not self.r.deterministic_external_name:
-            await self._event(WARNING, REASON_CANNOT_CREATE, ERR_CREATE_INCOMPLETE)
+            await self._event(WARNING, REASON_CANNOT_INITIALIZE, ERR_CREATE_INCOMPLETE)
             return await self._finish(
                 Result(), conditions.creating(), conditions.reconcile_error(ERR_CREATE_INCOMPLETE)
             )
@@ -287,7 +311,12 @@ class _Run:
     async def _write_metadata(self) -> None:
         """Write metadata and spec, keeping the status this run is building."""
         status = self.managed.get("status")
-        self.managed = await self.api.update(self.managed)
+        try:
+            self.managed = await self.api.update(self.managed)
+        except ConflictError:
+            raise
+        except Exception as error:
+            raise _ManagedWriteError from error
         if status is not None:
             self.managed["status"] = status
 

@@ -264,3 +264,24 @@ def test_unsupported_management_policies_are_a_reconcile_error(
     found = wait_for("Synced=False", lambda: synced(env, namespace, status="False"))
     assert "spec.managementPolicies" in condition(found, "Synced")["message"], reason
     assert control_planes(env, f"{namespace}-myctp") == []
+
+
+def test_the_restore_source_cannot_be_changed_after_creation(env: Env) -> None:
+    namespace = fresh(env)
+    body = instance(namespace)
+    body["spec"]["forProvider"]["initialRestorationFrom"] = {"backupRef": {"name": "first"}}
+    env.local.create("instances", body)
+    for change in ({"backupRef": {"name": "second"}}, None):
+        with pytest.raises(client.ApiException) as refused:
+            env.local.patch(
+                "instances",
+                namespace,
+                "myctp",
+                {"spec": {"forProvider": {"initialRestorationFrom": change}}},
+            )
+        assert refused.value.status == 422
+        assert "initialRestorationFrom" in str(refused.value.body)
+    found = get(env, namespace)
+    assert found is not None
+    restore = found["spec"]["forProvider"]["initialRestorationFrom"]
+    assert restore == {"backupRef": {"name": "first"}}

@@ -1,0 +1,270 @@
+"""Import boundaries between the function, the provider and their dependencies.
+
+The source is parsed with ``ast``; nothing under test is imported. Every
+``import``, ``from ... import`` (relative ones resolved against the file's
+package), ``importlib.import_module("...")`` and ``__import__("...")`` counts,
+wherever it sits (inside functions and ``TYPE_CHECKING`` blocks too).
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclass(frozen=True)
+class Import:
+    file: str
+    line: int
+    module: str
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line} imports {self.module}"
+
+
+def module_name(relative: str) -> str:
+    """The dotted module of a path relative to the repository root."""
+    parts = list(Path(relative).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def imports_in_source(source: str, relative: str) -> list[Import]:
+    """Every module ``source`` (the file at ``relative``) imports, as absolute dotted names.
+
+    ``from a.b import c`` yields ``a.b.c``: ``c`` may be a module or a name in
+    ``a.b``, and either way the file depends on what is under ``a.b``.
+    """
+    is_package = Path(relative).name == "__init__.py"
+    package = module_name(relative).split(".")
+    if not is_package:
+        package = package[:-1]
+    found: list[Import] = []
+    for node in ast.walk(ast.parse(source, filename=relative)):
+        if isinstance(node, ast.Import):
+            found.extend(Import(relative, node.lineno, alias.name) for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                anchor = package[: len(package) - node.level + 1]
+                base = ".".join([*anchor, *([node.module] if node.module else [])])
+            else:
+                base = node.module or ""
+            found.extend(
+                Import(relative, node.lineno, f"{base}.{alias.name}" if base else alias.name)
+                for alias in node.names
+            )
+        elif isinstance(node, ast.Call) and _is_dynamic_import(node.func):
+            first = node.args[0] if node.args else None
+            if isinstance(first, ast.Constant) and isinstance(first.value, str):
+                found.append(Import(relative, node.lineno, first.value))
+    return found
+
+
+def _is_dynamic_import(func: ast.expr) -> bool:
+    if isinstance(func, ast.Name):
+        return func.id in {"__import__", "import_module"}
+    return isinstance(func, ast.Attribute) and func.attr == "import_module"
+
+
+def imports_in(relative: str) -> list[Import]:
+    return imports_in_source((ROOT / relative).read_text(encoding="utf-8"), relative)
+
+
+def files_matching(patterns: tuple[str, ...]) -> list[str]:
+    return sorted(
+        {path.relative_to(ROOT).as_posix() for pattern in patterns for path in ROOT.glob(pattern)}
+    )
+
+
+def under(module: str, prefixes: tuple[str, ...]) -> bool:
+    return any(module == prefix or module.startswith(f"{prefix}.") for prefix in prefixes)
+
+
+@dataclass
+class Boundary:
+    reason: str
+    files: tuple[str, ...]
+    forbidden: tuple[str, ...]
+    # Modules under a forbidden prefix that are nonetheless allowed.
+    allowed: tuple[str, ...] = ()
+    # Files the boundary does not apply to.
+    exempt: tuple[str, ...] = ()
+
+
+EVERYTHING = ("function/**/*.py", "provider/**/*.py")
+PURE_FUNCTION = (
+    "function/compose.py",
+    "function/model.py",
+    "function/resources/*.py",
+    "function/rules.py",
+    "function/names.py",
+    "function/observed.py",
+)
+
+BOUNDARIES = [
+    Boundary(
+        reason="the function never imports the provider",
+        files=("function/**/*.py",),
+        forbidden=("provider",),
+    ),
+    Boundary(
+        reason="the provider never imports the function",
+        files=("provider/**/*.py",),
+        forbidden=("function",),
+    ),
+    Boundary(
+        reason="only provider kube talks to a Kubernetes API server",
+        files=EVERYTHING,
+        forbidden=("kubernetes", "kubernetes_asyncio", "aiohttp"),
+        exempt=("provider/kube.py",),
+    ),
+    Boundary(
+        reason="the managed reconciler imports nothing of the provider outside itself",
+        files=("provider/managed/**/*.py",),
+        forbidden=("provider",),
+        allowed=("provider.managed",),
+    ),
+    Boundary(
+        reason="the pure composition imports neither gRPC nor the SDK nor protobuf",
+        files=PURE_FUNCTION,
+        forbidden=("grpc", "grpc_reflection", "grpc_health", "crossplane", "google.protobuf"),
+    ),
+    Boundary(
+        reason="the provider's runtime (queue, metrics, logs) imports nothing else of it",
+        files=("provider/runtime/**/*.py",),
+        forbidden=("provider",),
+        allowed=("provider.runtime",),
+    ),
+    Boundary(
+        reason="provider kube builds only on the managed layer",
+        files=("provider/kube.py",),
+        forbidden=("provider",),
+        allowed=("provider.managed",),
+    ),
+    Boundary(
+        reason="provider model builds only on kube and the managed layer",
+        files=("provider/model.py",),
+        forbidden=("provider",),
+        allowed=("provider.managed", "provider.kube"),
+    ),
+    Boundary(
+        reason="the backend and the Kubernetes side of each kind know no controller or CLI",
+        files=("provider/spaces/**/*.py", "provider/instances.py", "provider/configs.py"),
+        forbidden=("provider.controller", "provider.cli"),
+    ),
+    Boundary(
+        reason="the controller does not import the CLI",
+        files=("provider/controller.py",),
+        forbidden=("provider.cli",),
+    ),
+    Boundary(
+        reason="neither the function nor the provider imports boto3",
+        files=EVERYTHING,
+        forbidden=("boto3",),
+    ),
+]
+
+
+@pytest.mark.parametrize("boundary", BOUNDARIES, ids=lambda boundary: boundary.reason)
+def test_no_file_imports_across_a_boundary(boundary: Boundary) -> None:
+    files = [f for f in files_matching(boundary.files) if f not in boundary.exempt]
+    assert files, f"no files match {boundary.files}"
+
+    offending = [
+        found
+        for relative in files
+        for found in imports_in(relative)
+        if under(found.module, boundary.forbidden) and not under(found.module, boundary.allowed)
+    ]
+
+    assert not offending, f"{boundary.reason}, but:\n" + "\n".join(map(str, offending))
+
+
+@pytest.mark.parametrize("boundary", BOUNDARIES, ids=lambda boundary: boundary.reason)
+def test_every_file_a_boundary_names_exists(boundary: Boundary) -> None:
+    for pattern in (*boundary.files, *boundary.exempt):
+        assert files_matching((pattern,)), f"{pattern} matches no file"
+
+
+def test_the_scanner_sees_the_kubernetes_and_aiohttp_imports_of_provider_kube() -> None:
+    modules = {found.module for found in imports_in("provider/kube.py")}
+
+    assert under_any(modules, ("kubernetes",))
+    assert "aiohttp" in modules
+
+
+def under_any(modules: set[str], prefixes: tuple[str, ...]) -> bool:
+    return any(under(module, prefixes) for module in modules)
+
+
+@dataclass
+class ScanCase:
+    reason: str
+    source: str
+    file: str
+    expected: list[str]
+
+
+SCAN_CASES = [
+    ScanCase(
+        "a plain import is seen", "import boto3.session\n", "provider/x.py", ["boto3.session"]
+    ),
+    ScanCase(
+        "a from import names each imported member",
+        "from provider.managed import conditions, meta\n",
+        "provider/x.py",
+        ["provider.managed.conditions", "provider.managed.meta"],
+    ),
+    ScanCase(
+        "a relative import resolves against the file's package",
+        "from . import meta\nfrom .conditions import Condition\n",
+        "provider/managed/x.py",
+        ["provider.managed.meta", "provider.managed.conditions.Condition"],
+    ),
+    ScanCase(
+        "a relative import two levels up leaves the package",
+        "from ..kube import Cluster\n",
+        "provider/managed/x.py",
+        ["provider.kube.Cluster"],
+    ),
+    ScanCase(
+        "a relative import in a package's init resolves against that package",
+        "from .policy import Policies\n",
+        "provider/managed/__init__.py",
+        ["provider.managed.policy.Policies"],
+    ),
+    ScanCase(
+        "an import inside a function or a type checking block is seen",
+        "from typing import TYPE_CHECKING\n"
+        "if TYPE_CHECKING:\n    import grpc\n"
+        "def f() -> None:\n    import aiohttp\n",
+        "function/x.py",
+        ["typing.TYPE_CHECKING", "grpc", "aiohttp"],
+    ),
+    ScanCase(
+        "a dynamic import of a literal name is seen",
+        "import importlib\nimportlib.import_module('provider.kube')\n__import__('boto3')\n",
+        "function/x.py",
+        ["importlib", "provider.kube", "boto3"],
+    ),
+]
+
+
+@pytest.mark.parametrize("case", SCAN_CASES, ids=lambda case: case.reason)
+def test_the_scanner_resolves_every_form_of_import(case: ScanCase) -> None:
+    found = [item.module for item in imports_in_source(case.source, case.file)]
+
+    assert sorted(found) == sorted(case.expected)
+
+
+def test_a_boundary_does_not_mistake_a_module_for_one_sharing_its_prefix() -> None:
+    assert under("provider.managed.meta", ("provider.managed",))
+    assert not under("provider.managedx", ("provider.managed",))
+    assert not under("functions", ("function",))
+    assert not under("grpcio_tools", ("grpc",))
