@@ -26,3 +26,15 @@ def test_crossplane_xpkg_build_accepts_the_package(package: str, tmp_path: Path)
     )
     assert result.returncode == 0, result.stderr
     assert output.stat().st_size > 0
+
+
+def test_the_provider_examples_validate_against_the_provider_crds() -> None:
+    import yaml
+
+    from tests.schemas import problems
+
+    files = sorted((ROOT / "examples" / "provider").glob("*.yaml"))
+    assert files
+    for file in files:
+        for obj in yaml.safe_load_all(file.read_text()):
+            assert problems(obj) == [], file.name
