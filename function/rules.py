@@ -24,6 +24,7 @@ SEMVER = re.compile(r"\d+\.\d+\.\d+(-[0-9A-Za-z.-]+)?")
 ARN = re.compile(r"arn:aws[a-z-]*:[a-z0-9-]+:[a-z0-9-]*:\d{0,12}:.+")
 
 GIT_URL_SCHEMES = ("http", "https", "ssh")
+_MONTH_DAYS = (31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
 CRON_MACROS = ("@hourly", "@daily", "@weekly")
 # (name, low, high, names accepted in place of numbers)
 _CRON_FIELDS: tuple[tuple[str, int, int, tuple[str, ...]], ...] = (
@@ -85,27 +86,45 @@ def check_cron(text: str) -> str:
     if len(fields) != len(_CRON_FIELDS):
         msg = f"must be a cron expression of 5 fields (got {len(fields)} in {text!r})"
         raise ValueError(msg)
-    for field, (name, low, high, names) in zip(fields, _CRON_FIELDS, strict=True):
-        for item in field.split(","):
-            _check_cron_item(item, name, low, high, names)
+    allowed = [
+        {
+            value
+            for item in field.split(",")
+            for value in _cron_item(item, name, low, high, names)
+        }
+        for field, (name, low, high, names) in zip(fields, _CRON_FIELDS, strict=True)
+    ]
+    # With the day of week unrestricted, the day of month alone must fall in a
+    # month that has it (Vixie cron's rule), or the schedule never fires.
+    days, months = allowed[2], allowed[3]
+    if fields[4].startswith("*") and not any(
+        day <= _MONTH_DAYS[month - 1] for day in days for month in months
+    ):
+        msg = f"never fires: no month in {fields[3]!r} has day {fields[2]!r} (in {text!r})"
+        raise ValueError(msg)
     return text
 
 
-def _check_cron_item(item: str, name: str, low: int, high: int, names: tuple[str, ...]) -> None:
-    span, _, step = item.partition("/")
-    if step and (not step.isdigit() or int(step) == 0):
+def _cron_item(item: str, name: str, low: int, high: int, names: tuple[str, ...]) -> range:
+    """The values one comma-separated item allows."""
+    span, slash, step = item.partition("/")
+    if slash and (not step.isdigit() or int(step) == 0):
         msg = f"cron {name} step must be a positive number (got {item!r})"
         raise ValueError(msg)
     if span == "*":
-        return
+        return range(low, high + 1, int(step or 1))
     bounds = span.split("-")
     if len(bounds) > 2:
         msg = f"cron {name} must be a number, a range or * (got {item!r})"
+        raise ValueError(msg)
+    if slash and len(bounds) == 1:
+        msg = f"cron {name} step needs * or a range before it (got {item!r})"
         raise ValueError(msg)
     values = [_cron_value(bound, name, low, high, names) for bound in bounds]
     if len(values) == 2 and values[0] > values[1]:
         msg = f"cron {name} range must go upwards (got {item!r})"
         raise ValueError(msg)
+    return range(values[0], values[-1] + 1, int(step or 1))
 
 
 def _cron_value(text: str, name: str, low: int, high: int, names: tuple[str, ...]) -> int:

@@ -1,4 +1,4 @@
-"""``controlplane-provider``: run the Instance and provider config controllers."""
+"""``controlplane-provider`` and ``controlplane-backup-controller``: run the controllers."""
 
 from __future__ import annotations
 
@@ -8,12 +8,13 @@ import logging
 import os
 import signal
 import socket
-from collections.abc import Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any
 
 import click
 
+from provider.backups import BACKUP_SCHEDULES, BACKUPS, BackupReconciler
 from provider.configs import ConfigReconciler, config_of_usage
 from provider.controller import Controller
 from provider.instances import InstanceAPI
@@ -26,12 +27,12 @@ from provider.model import (
     PROVIDER_CONFIG_USAGES,
     PROVIDER_CONFIGS,
 )
+from provider.restore import Restorer
 from provider.runtime import logs, metrics
+from provider.schedules import ScheduleReconciler, schedule_of_backup
 from provider.spaces.backend import SpacesConnector
 
 log = logging.getLogger("provider")
-
-LEASE_NAME = "controlplane-provider"
 
 
 @dataclass(frozen=True)
@@ -45,10 +46,67 @@ class Options:
     leader_election_namespace: str
     metrics_address: str
     metrics_port: int
+    lease: str
+
+
+Build = Callable[[Cluster, Options], tuple[list[Controller], Callable[[], Awaitable[None]]]]
+
+
+def _common(command: Callable[..., None]) -> Callable[..., None]:
+    """The flags both controllers take."""
+    for option in reversed(
+        [
+            click.option("--kubeconfig", envvar="KUBECONFIG", help="Default: in-cluster config."),
+            click.option(
+                "--max-reconcile-rate",
+                "--concurrency",
+                "concurrency",
+                default=10,
+                show_default=True,
+                type=click.IntRange(min=1),
+                help="Objects reconciled at once.",
+            ),
+            click.option(
+                "--leader-election", is_flag=True, help="Run only while holding the Lease."
+            ),
+            click.option(
+                "--leader-election-namespace",
+                default=lambda: os.environ.get("POD_NAMESPACE", "crossplane-system"),
+                show_default="$POD_NAMESPACE or crossplane-system",
+            ),
+            click.option(
+                "--metrics-bind-address",
+                default="0.0.0.0:8080",
+                show_default=True,
+                help="host:port of /metrics, /healthz and /readyz.",
+            ),
+            click.option("--debug", "-d", is_flag=True, help="Log at debug level."),
+        ]
+    ):
+        command = option(command)
+    return command
+
+
+def _options(lease: str, poll_interval: float, **flags: Any) -> Options:
+    logs.setup(debug=bool(flags["debug"]))
+    address = str(flags["metrics_bind_address"])
+    host, _, port = address.rpartition(":")
+    if not port.isdigit():
+        msg = f"--metrics-bind-address must be host:port (got {address!r})"
+        raise click.UsageError(msg)
+    return Options(
+        kubeconfig=flags["kubeconfig"],
+        poll_interval=poll_interval,
+        concurrency=int(flags["concurrency"]),
+        leader_election=bool(flags["leader_election"]),
+        leader_election_namespace=str(flags["leader_election_namespace"]),
+        metrics_address=host or "0.0.0.0",  # noqa: S104
+        metrics_port=int(port),
+        lease=lease,
+    )
 
 
 @click.command()
-@click.option("--kubeconfig", envvar="KUBECONFIG", help="Default: in-cluster config.")
 @click.option(
     "--poll-interval",
     default=60.0,
@@ -56,57 +114,24 @@ class Options:
     type=click.FloatRange(min=1),
     help="Seconds between polls of a settled Instance.",
 )
-@click.option(
-    "--max-reconcile-rate",
-    "--concurrency",
-    "concurrency",
-    default=10,
-    show_default=True,
-    type=click.IntRange(min=1),
-    help="Instances reconciled at once.",
-)
-@click.option("--leader-election", is_flag=True, help="Run only while holding the Lease.")
-@click.option(
-    "--leader-election-namespace",
-    default=lambda: os.environ.get("POD_NAMESPACE", "crossplane-system"),
-    show_default="$POD_NAMESPACE or crossplane-system",
-)
-@click.option(
-    "--metrics-bind-address",
-    default="0.0.0.0:8080",
-    show_default=True,
-    help="host:port of /metrics, /healthz and /readyz.",
-)
-@click.option("--debug", "-d", is_flag=True, help="Log at debug level.")
-def main(  # noqa: PLR0917 (click passes every option)
-    kubeconfig: str | None,
-    poll_interval: float,
-    concurrency: int,
-    leader_election: bool,
-    leader_election_namespace: str,
-    metrics_bind_address: str,
-    debug: bool,
-) -> None:
+@_common
+def main(poll_interval: float, **flags: Any) -> None:
     """Reconcile Instances into Upbound Spaces ControlPlanes."""
-    logs.setup(debug=debug)
-    host, _, port = metrics_bind_address.rpartition(":")
-    if not port.isdigit():
-        msg = f"--metrics-bind-address must be host:port (got {metrics_bind_address!r})"
-        raise click.UsageError(msg)
-    options = Options(
-        kubeconfig,
-        poll_interval,
-        concurrency,
-        leader_election,
-        leader_election_namespace,
-        host or "0.0.0.0",  # noqa: S104
-        int(port),
+    asyncio.run(
+        run(_options("controlplane-provider", poll_interval, **flags), provider_controllers)
     )
-    asyncio.run(run(options))
 
 
-async def run(options: Options) -> None:
-    """Run until SIGTERM or SIGINT."""
+@click.command()
+@_common
+def backup_main(**flags: Any) -> None:
+    """Run the Backup and BackupSchedule controllers."""
+    options = _options("controlplane-backup-controller", 60.0, **flags)
+    asyncio.run(run(options, backup_controllers))
+
+
+async def run(options: Options, build: Build) -> None:
+    """Run the controllers ``build`` makes until SIGTERM or SIGINT."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -114,8 +139,7 @@ async def run(options: Options) -> None:
     cluster = await Cluster.from_environment(
         options.kubeconfig, on_request=metrics.record_api_request
     )
-    connector = SpacesConnector(cluster, on_request=metrics.record_api_request)
-    controllers = build(cluster, connector, options)
+    controllers, close = build(cluster, options)
     leading = asyncio.Event()
     if not options.leader_election:
         leading.set()
@@ -132,7 +156,7 @@ async def run(options: Options) -> None:
             await _until(
                 stop,
                 cluster.lead(
-                    LEASE_NAME,
+                    options.lease,
                     options.leader_election_namespace,
                     identity,
                     lambda: _lead(controllers, stop, leading),
@@ -147,12 +171,17 @@ async def run(options: Options) -> None:
     finally:
         stop.set()
         server.stop()
-        await connector.close()
+        await close()
         await cluster.close()
 
 
-def build(cluster: Cluster, connector: SpacesConnector, options: Options) -> list[Controller]:
-    """The provider's controllers on ``cluster``."""
+def provider_controllers(
+    cluster: Cluster, options: Options
+) -> tuple[list[Controller], Callable[[], Awaitable[None]]]:
+    """The provider's controllers on ``cluster``, and what to close after."""
+    connector = SpacesConnector(
+        cluster, restorer=Restorer(cluster), on_request=metrics.record_api_request
+    )
     # A ControlPlane's name is the Instance's external name, set before it is
     # created: after a crash mid-create, Observe finds it rather than guessing.
     reconciler = Reconciler(
@@ -165,7 +194,7 @@ def build(cluster: Cluster, connector: SpacesConnector, options: Options) -> lis
     cluster_configs = ConfigReconciler(
         cluster, CLUSTER_PROVIDER_CONFIGS, CLUSTER_PROVIDER_CONFIG_USAGES
     )
-    return [
+    controllers = [
         Controller(
             "instance",
             cluster,
@@ -190,6 +219,31 @@ def build(cluster: Cluster, connector: SpacesConnector, options: Options) -> lis
             also_watch=((CLUSTER_PROVIDER_CONFIG_USAGES, config_of_usage),),
         ),
     ]
+    return controllers, connector.close
+
+
+def backup_controllers(
+    cluster: Cluster, options: Options
+) -> tuple[list[Controller], Callable[[], Awaitable[None]]]:
+    """The Backup and BackupSchedule controllers on ``cluster``."""
+    backups = BackupReconciler(cluster)
+    schedules = ScheduleReconciler(cluster)
+    controllers = [
+        Controller("backup", cluster, BACKUPS, backups.reconcile, workers=options.concurrency),
+        Controller(
+            "backupschedule",
+            cluster,
+            BACKUP_SCHEDULES,
+            schedules.reconcile,
+            workers=2,
+            also_watch=((BACKUPS, schedule_of_backup),),
+        ),
+    ]
+
+    async def nothing() -> None:
+        return None
+
+    return controllers, nothing
 
 
 async def _lead(controllers: list[Controller], stop: asyncio.Event, leading: asyncio.Event) -> None:

@@ -1,19 +1,18 @@
 """The Kubernetes side of Instances: the resource, its connection secret, usages and events.
 
 ``InstanceAPI`` is the reconciler's ``ManagedAPI`` for Instances, on ``kube``.
-It remembers the usages it tracked and the events it recorded, so a steady
-poll of an unchanged Instance sends reads only.
+It remembers the usages it tracked, so a steady poll of an unchanged
+Instance sends reads only.
 """
 
 from __future__ import annotations
 
 import base64
-from collections import OrderedDict
 from collections.abc import Mapping
-from datetime import UTC, datetime
 from typing import Any
 
 from provider import kube
+from provider.events import EventRecorder
 from provider.kube import Cluster
 from provider.managed.external import ManagedObject
 from provider.model import (
@@ -26,8 +25,6 @@ from provider.model import (
 )
 
 PROVIDER_CONFIG_LABEL = "crossplane.io/provider-config"
-COMPONENT = "controlplane-provider"
-_EVENTS_REMEMBERED = 4096
 
 
 def owner_reference(managed: Mapping[str, Any]) -> dict[str, Any]:
@@ -49,8 +46,7 @@ class InstanceAPI:
         """Use ``cluster``, the one the Instances live in."""
         self.cluster = cluster
         self._tracked: set[tuple[str, str]] = set()
-        # The events recorded lately, to count repeats; bounded, oldest dropped first.
-        self._events: OrderedDict[tuple[str, str, str], tuple[str, int]] = OrderedDict()
+        self.events = EventRecorder(cluster)
 
     async def get(self, namespace: str, name: str) -> ManagedObject | None:
         """The Instance, or None."""
@@ -165,45 +161,5 @@ class InstanceAPI:
         self._tracked = {k for k in self._tracked if k[0] != usage["metadata"]["name"]}
 
     async def event(self, managed: ManagedObject, type_: str, reason: str, message: str) -> None:
-        """Record an event; a repeat of the same one counts up instead of adding another."""
-        metadata = managed["metadata"]
-        now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-        key = (metadata["uid"], reason, message)
-        seen = self._events.get(key)
-        if seen is not None:
-            name, count = seen
-            patched = {"count": count + 1, "lastTimestamp": now}
-            try:
-                await self.cluster.merge_patch(kube.EVENTS, metadata["namespace"], name, patched)
-                self._events[key] = (name, count + 1)
-                return
-            except kube.NotFoundError:
-                del self._events[key]
-        created = await self.cluster.create(
-            kube.EVENTS,
-            {
-                "apiVersion": "v1",
-                "kind": "Event",
-                "metadata": {
-                    "generateName": f"{metadata['name']}.",
-                    "namespace": metadata["namespace"],
-                },
-                "involvedObject": {
-                    "apiVersion": managed["apiVersion"],
-                    "kind": managed["kind"],
-                    "name": metadata["name"],
-                    "namespace": metadata["namespace"],
-                    "uid": metadata["uid"],
-                },
-                "type": type_,
-                "reason": reason,
-                "message": message,
-                "source": {"component": COMPONENT},
-                "firstTimestamp": now,
-                "lastTimestamp": now,
-                "count": 1,
-            },
-        )
-        self._events[key] = (created["metadata"]["name"], 1)
-        while len(self._events) > _EVENTS_REMEMBERED:
-            self._events.popitem(last=False)
+        """Record an event about the Instance."""
+        await self.events.record(managed, type_, reason, message)

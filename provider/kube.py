@@ -33,6 +33,8 @@ from provider.managed.reconciler import ConflictError
 log = logging.getLogger(__name__)
 
 JsonObject = dict[str, Any]
+# A page of objects (named here: Cluster.list shadows the builtin in its body).
+Page = list[JsonObject]
 RequestHook = Callable[[str, str], None]
 
 USER_AGENT = "controlplane-provider"
@@ -301,6 +303,37 @@ class Cluster:
         )
         return list(answer.get("items") or []), str(
             answer.get("metadata", {}).get("resourceVersion", "")
+        )
+
+    async def pages(
+        self, resource: Resource, namespace: str | None = None, *, page_size: int = 500
+    ) -> AsyncIterator[Page]:
+        """Every object, a page at a time, so memory stays bounded by a page."""
+        token = ""
+        while True:
+            query = {"limit": str(page_size)}
+            if token:
+                query["continue"] = token
+            answer = await self.request(
+                "GET", resource.path(namespace), query=query, label=resource.plural
+            )
+            yield list(answer.get("items") or [])
+            token = str((answer.get("metadata") or {}).get("continue") or "")
+            if not token:
+                return
+
+    async def apply(
+        self, resource: Resource, obj: Mapping[str, Any], *, field_manager: str
+    ) -> JsonObject:
+        """Server-side apply ``obj`` as ``field_manager``, taking over conflicting fields."""
+        metadata = obj["metadata"]
+        return await self.request(
+            "PATCH",
+            resource.path(metadata.get("namespace"), metadata["name"]),
+            body=obj,
+            query={"fieldManager": field_manager, "force": "true"},
+            content_type="application/apply-patch+yaml",
+            label=resource.plural,
         )
 
     async def watch(

@@ -39,14 +39,15 @@ build_crossplane() {
     -o "${bin}/crossplane" "${module}/cmd/crank")
 }
 
-build_kube_apiserver() {
-  local dir="${root}/tools/kube" module="k8s.io/kubernetes"
+# A command of k8s.io/kubernetes (kube-apiserver, kubectl), pinned by tools/kube.
+build_kubernetes() { # <command>
+  local command="$1" dir="${root}/tools/kube" module="k8s.io/kubernetes"
   local want; want="$(pinned "${dir}" "${module}")"
-  if [ "$(built "${bin}/kube-apiserver" "${module}")" = "${want}" ]; then
-    echo "kube-apiserver ${want}: cached"
+  if [ "$(built "${bin}/${command}" "${module}")" = "${want}" ]; then
+    echo "${command} ${want}: cached"
     return
   fi
-  echo "kube-apiserver ${want}: building"
+  echo "${command} ${want}: building"
   # The version variables Kubernetes' own build stamps (hack/lib/version.sh),
   # so --version and /version report the release. The module proxy does not
   # say which commit a tag is: pass KUBE_GIT_COMMIT to stamp it. The build date
@@ -66,8 +67,11 @@ build_kube_apiserver() {
     done
   done
   (cd "${dir}" && go build -trimpath -ldflags "${ldflags}" \
-    -o "${bin}/kube-apiserver" "${module}/cmd/kube-apiserver")
+    -o "${bin}/${command}" "${module}/cmd/${command}")
 }
+
+build_kube_apiserver() { build_kubernetes kube-apiserver; }
+build_kubectl() { build_kubernetes kubectl; }
 
 build_etcd() {
   local dir="${root}/tools/etcd" module="go.etcd.io/etcd/server/v3"
@@ -84,7 +88,7 @@ build_etcd() {
 }
 
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(crossplane kube_apiserver etcd)
+[ ${#targets[@]} -gt 0 ] || targets=(crossplane kube_apiserver kubectl etcd)
 for target in "${targets[@]}"; do
   "build_${target}"
 done

@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import binascii
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from typing import Any
 
 from provider import kube
@@ -26,6 +27,7 @@ from provider.model import (
     ProviderConfigSpec,
     parse,
 )
+from provider.restore import RestoreError, Restorer
 
 _CONNECTION_SECRET_PREFIX = "kubeconfig-"  # noqa: S105 (a name prefix)
 
@@ -37,9 +39,16 @@ class ConnectError(Exception):
 class SpacesConnector:
     """Connects Instances to the Space their provider config names."""
 
-    def __init__(self, local: Cluster, *, on_request: kube.RequestHook | None = None) -> None:
-        """``local`` is the cluster the Instances live in."""
+    def __init__(
+        self,
+        local: Cluster,
+        *,
+        restorer: Restorer | None = None,
+        on_request: kube.RequestHook | None = None,
+    ) -> None:
+        """``local`` is the cluster the Instances live in; ``restorer`` restores Backups."""
         self.local = local
+        self.restorer = restorer
         self.on_request = on_request
         # One client per kubeconfig secret version, so a steady poll reuses its
         # connections and a rotated kubeconfig is picked up on the next poll.
@@ -70,7 +79,7 @@ class SpacesConnector:
             )
             raise ConnectError(msg)
         space = await self._space(secret_namespace, selector.name, selector.key)
-        return SpacesClient(space, settings.spaces.namespace)
+        return SpacesClient(space, settings.spaces.namespace, self.restorer)
 
     async def _space(self, namespace: str, name: str, key: str) -> Cluster:
         where = f"secret {namespace}/{name}"
@@ -127,10 +136,11 @@ def _desired(spec: InstanceSpec, external_name: str, group: str) -> dict[str, An
 class SpacesClient:
     """Manages the ControlPlane of one Instance in one Space group."""
 
-    def __init__(self, space: Cluster, group: str) -> None:
+    def __init__(self, space: Cluster, group: str, restorer: Restorer | None = None) -> None:
         """``group`` is the Space namespace where ControlPlanes are made."""
         self.space = space
         self.group = group
+        self.restorer = restorer
 
     async def observe(self, managed: ManagedObject) -> Observation:
         """Find the ControlPlane; late-initialise, report readiness and the kubeconfig."""
@@ -157,13 +167,53 @@ class SpacesClient:
                 late_init=late_init,
                 ready=conditions.unavailable(message),
             )
+        details = await self._kubeconfig(found)
+        restoring = await self._restore(managed, spec, details)
         return Observation(
             exists=True,
             up_to_date=up_to_date,
             late_init=late_init,
-            ready=conditions.available(),
-            connection_details=await self._kubeconfig(found),
+            ready=restoring or conditions.available(),
+            connection_details=details,
         )
+
+    async def _restore(
+        self, managed: ManagedObject, spec: InstanceSpec, details: Mapping[str, bytes]
+    ) -> conditions.Condition | None:
+        """Restore the Backup the Instance was created from, once; a Ready condition while not done.
+
+        The restore is idempotent, so one interrupted by a restart simply runs again.
+        """
+        source = spec.for_provider.initial_restoration_from
+        if source is None or self.restorer is None:
+            return None
+        at_provider = managed.setdefault("status", {}).setdefault("atProvider", {})
+        state = at_provider.get("restore") or {}
+        backup = source.backup_ref.name
+        if state.get("backupName") == backup and state.get("phase") == "Completed":
+            return None
+        kubeconfig = details.get(KUBECONFIG_KEY)
+        if not kubeconfig:
+            return conditions.unavailable(f"waiting for a kubeconfig to restore Backup {backup}")
+        namespace = managed["metadata"]["namespace"]
+        try:
+            outcome = await self.restorer.restore(
+                namespace, backup, kube.load_kubeconfig_text(kubeconfig.decode())
+            )
+        except (RestoreError, KubeError) as error:
+            at_provider["restore"] = {
+                "backupName": backup,
+                "phase": "Failed",
+                "message": str(error),
+            }
+            return conditions.unavailable(f"restore from Backup {backup} failed: {error}")
+        at_provider["restore"] = {
+            "backupName": backup,
+            "phase": "Completed",
+            "objects": outcome.objects,
+            "completedAt": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        }
+        return None
 
     async def _kubeconfig(self, found: Mapping[str, Any]) -> dict[str, bytes]:
         ref = (found.get("spec") or {}).get("writeConnectionSecretToRef") or {}

@@ -96,6 +96,16 @@ BAD_CASES = [
         ("spec.backup.schedule", "minute must be within 0-59"),
     ),
     BadCase(
+        "A cron step without * or a range before it is refused, as cron refuses it.",
+        {"backup": {"schedule": "5/10 * * * *"}},
+        ("spec.backup.schedule", "step needs * or a range"),
+    ),
+    BadCase(
+        "A cron that never fires is refused.",
+        {"backup": {"schedule": "0 0 31 2 *"}},
+        ("spec.backup.schedule", "never fires"),
+    ),
+    BadCase(
         "An unknown cron macro is refused.",
         {"backup": {"schedule": "@yearly"}},
         ("spec.backup.schedule", "@hourly, @daily, @weekly"),

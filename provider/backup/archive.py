@@ -1,0 +1,779 @@
+"""The backup archive: a gzip-compressed tar laid out like ``up controlplane migration export``.
+
+The layout is the platform API contract's (section 4)::
+
+    export.yaml                                   # version, exportedAt, instance, options,
+                                                  # stats and the sha256 of every other file
+    <resource>.<group>/metadata.yaml              # the type: categories, withStatusSubresource,
+                                                  # resource, group, version, kind, namespaced
+    <resource>.<group>/cluster/<name>.yaml
+    <resource>.<group>/namespaces/<namespace>/<name>.yaml
+
+Core types have no ``.<group>``. A type's ``metadata.yaml`` comes before its
+objects and ``export.yaml`` comes last, since it lists every file's checksum.
+
+Writing streams: each object is serialised on its own and passes to the sink as
+compressed bytes, so memory holds one object plus a path and a digest per file.
+Reading takes two streaming passes over the same bytes: ``verify`` checks all
+of it before anything is applied, ``objects`` yields the objects and checks each
+file again, since the bytes are read twice.
+
+Pure: no Kubernetes, no S3, no network.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import io
+import itertools
+import re
+import tarfile
+import time
+import zlib
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import IO, TYPE_CHECKING, Any, Literal, Self, TypeVar
+
+import yaml
+
+if TYPE_CHECKING:
+    from _typeshed import ReadableBuffer, SupportsWrite
+
+EXPORT_FILE = "export.yaml"
+FORMAT_VERSION = "v1alpha1"
+METADATA_FILE = "metadata.yaml"
+
+# Far above any Kubernetes object (etcd refuses requests beyond a few MiB) and
+# above export.yaml for hundreds of thousands of files, yet small enough to hold.
+MAX_MEMBER_BYTES = 64 * 1024 * 1024
+# Pax and GNU long-name headers only carry a path and a few fields; tarfile
+# reads them whole, before any member check of ours runs.
+MAX_EXTENDED_HEADER_BYTES = 1024 * 1024
+
+SERVER_MANAGED_METADATA = frozenset(
+    {
+        "uid",
+        "resourceVersion",
+        "managedFields",
+        "creationTimestamp",
+        "generation",
+        "selfLink",
+        "deletionTimestamp",
+        "deletionGracePeriodSeconds",
+    }
+)
+
+_LABEL = "[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?"
+_LABEL_RE = re.compile(_LABEL)
+_SUBDOMAIN_RE = re.compile(rf"{_LABEL}(?:\.{_LABEL})*")
+_MAX_SUBDOMAIN = 253
+_SHA256_RE = re.compile("[0-9a-f]{64}")
+_RFC3339_RE = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:\d{2})")
+_EXTENDED_HEADERS = frozenset(
+    {
+        tarfile.XHDTYPE,
+        tarfile.XGLTYPE,
+        tarfile.SOLARIS_XHDTYPE,
+        tarfile.GNUTYPE_LONGNAME,
+        tarfile.GNUTYPE_LONGLINK,
+    }
+)
+_LINKS = {tarfile.SYMTYPE: "a symbolic link", tarfile.LNKTYPE: "a hard link"}
+_SCALARS: frozenset[type] = frozenset({str, int, float, bool, type(None)})
+_DRAIN_BYTES = 64 * 1024
+_SHOWN_CHARS = 80
+
+_T = TypeVar("_T")
+
+
+class ArchiveError(ValueError):
+    """An archive that cannot be written or trusted.
+
+    The message is safe to show: it names paths and fields, never file contents.
+    """
+
+
+@dataclass(frozen=True)
+class ResourceType:
+    """An API resource whose objects the archive holds, as discovery describes it."""
+
+    resource: str
+    group: str
+    version: str
+    kind: str
+    namespaced: bool
+    categories: tuple[str, ...] = ()
+    with_status_subresource: bool = False
+
+    @property
+    def folder(self) -> str:
+        """The type's folder: ``<resource>.<group>``, or ``<resource>`` for the core group."""
+        return f"{self.resource}.{self.group}" if self.group else self.resource
+
+    @property
+    def api_version(self) -> str:
+        """The objects' apiVersion: ``<group>/<version>``, or ``<version>`` for the core group."""
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+
+@dataclass(frozen=True)
+class Summary:
+    """What a finished archive is: its digest and size as stored, and how many objects."""
+
+    sha256: str
+    size: int
+    objects: int
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """What ``verify`` found in an archive, for ``objects`` to read it again."""
+
+    instance: str
+    exported_at: datetime
+    types: dict[str, ResourceType]
+    files: dict[str, str]
+    objects: int
+
+
+def strip(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """Copy an object without the metadata the API server manages.
+
+    Args:
+        obj: an object as read from the API server.
+
+    Returns:
+        A deep copy of plain dicts and lists, sharing nothing with ``obj`` or within
+        itself, without the metadata in ``SERVER_MANAGED_METADATA``.
+    """
+    stripped: dict[str, Any] = _copy(obj)
+    metadata = stripped.get("metadata")
+    if isinstance(metadata, dict):
+        for key in SERVER_MANAGED_METADATA:
+            metadata.pop(key, None)
+    return stripped
+
+
+def member_path(rtype: ResourceType, obj: Mapping[str, Any]) -> str:
+    """Where an object sits in the archive.
+
+    Args:
+        rtype: the object's type.
+        obj: the object.
+
+    Returns:
+        ``<folder>/cluster/<name>.yaml`` or ``<folder>/namespaces/<namespace>/<name>.yaml``.
+
+    Raises:
+        ArchiveError: the type's resource or group, or the object's name or namespace, is not a
+            valid Kubernetes name, or the namespace does not fit the type's scope. Only valid
+            names make up a path, so no path can leave the archive's root.
+    """
+    if not _is_label(rtype.resource):
+        raise ArchiveError(f"resource {_show(rtype.resource)} is not a valid resource name")
+    if rtype.group and not _is_subdomain(rtype.group):
+        raise ArchiveError(f"group {_show(rtype.group)} is not a valid API group")
+    metadata = obj.get("metadata")
+    if not isinstance(metadata, Mapping):
+        raise ArchiveError(f"an object of {rtype.folder} has no metadata")
+    name = metadata.get("name")
+    if not _is_subdomain(name):
+        raise ArchiveError(f"{rtype.folder}: {_show(name)} is not a valid object name")
+    namespace = metadata.get("namespace")
+    if rtype.namespaced:
+        if not _is_label(namespace):
+            raise ArchiveError(
+                f"{rtype.folder}/{name}: {_show(namespace)} is not a valid namespace name"
+            )
+        return f"{rtype.folder}/namespaces/{namespace}/{name}.yaml"
+    if namespace:
+        raise ArchiveError(f"{rtype.folder}/{name}: a cluster-scoped object has a namespace")
+    return f"{rtype.folder}/cluster/{name}.yaml"
+
+
+def restore_phase(rtype: ResourceType) -> int:
+    """When a type's objects are applied during a restore, in the contract's order.
+
+    Args:
+        rtype: the type.
+
+    Returns:
+        0 namespaces, 1 configmaps, 2 secrets, 3 packages and their configs
+        (``pkg.crossplane.io``), 4 XRDs, compositions and the rest of
+        ``apiextensions.crossplane.io``, 5 everything else (claims, composites,
+        managed resources), which needs the earlier phases established.
+    """
+    if not rtype.group:
+        return {"namespaces": 0, "configmaps": 1, "secrets": 2}.get(rtype.resource, 5)
+    return {"pkg.crossplane.io": 3, "apiextensions.crossplane.io": 4}.get(rtype.group, 5)
+
+
+class ArchiveWriter:
+    """Writes an archive into a sink as a stream, one object at a time.
+
+    Memory holds the object being written plus one path and digest per file,
+    which ``export.yaml`` lists at the end; never the archive.
+    """
+
+    def __init__(self, sink: SupportsWrite[bytes]) -> None:
+        """Start an archive.
+
+        Args:
+            sink: where the compressed bytes go, in order; anything with ``write(bytes)``.
+        """
+        self._tally = _Tally(sink)
+        self._tar = _StreamTar.open(mode="w|gz", fileobj=self._tally, format=tarfile.PAX_FORMAT)
+        self._mtime = int(time.time())
+        self._types: dict[str, ResourceType] = {}
+        self._counts: dict[str, int] = {}
+        self._digests: dict[str, bytes] = {}
+
+    def add(self, rtype: ResourceType, obj: Mapping[str, Any]) -> None:
+        """Write one object, and its type's ``metadata.yaml`` the first time the type is seen.
+
+        The object is stripped of server-managed metadata and given its type's
+        apiVersion and kind where it lacks them, as items of a list response do.
+
+        Args:
+            rtype: the object's type.
+            obj: the object, as read from the API server.
+
+        Raises:
+            ArchiveError: the object has no valid path (see ``member_path``), is already in the
+                archive, disagrees with its type or with an earlier type of the same folder, or
+                holds a value JSON cannot carry. Nothing is written then.
+        """
+        path = member_path(rtype, obj)
+        if path in self._digests:
+            raise ArchiveError(f"{path} is already in the archive")
+        known = self._types.get(rtype.folder)
+        if known is not None and known != rtype:
+            raise ArchiveError(f"{rtype.folder} was added as two different types")
+        stripped = strip(obj)
+        for key, value in (("apiVersion", rtype.api_version), ("kind", rtype.kind)):
+            if stripped.get(key, value) != value:
+                raise ArchiveError(f"{path}: the object's {key} is not its type's")
+        data = _dump({"apiVersion": rtype.api_version, "kind": rtype.kind, **stripped}, path)
+        if known is None:
+            metadata_path = f"{rtype.folder}/{METADATA_FILE}"
+            self._write(metadata_path, _dump(_type_document(rtype), metadata_path))
+            self._types[rtype.folder] = rtype
+            self._counts[rtype.folder] = 0
+        self._write(path, data)
+        self._counts[rtype.folder] += 1
+
+    def finish(
+        self, *, instance: str, exported_at: datetime, options: Mapping[str, Any]
+    ) -> Summary:
+        """Write ``export.yaml``, last, and close the archive.
+
+        Args:
+            instance: the name of the Instance the objects were read from.
+            exported_at: when the export started; must carry a time zone.
+            options: how the export was made (such as excluded resources), kept as given.
+
+        Returns:
+            The archive's sha256 and size as written to the sink, and its object count.
+
+        Raises:
+            ArchiveError: ``exported_at`` has no time zone, or ``options`` hold a value JSON
+                cannot carry.
+        """
+        if exported_at.utcoffset() is None:
+            raise ArchiveError("exported_at must carry a time zone")
+        objects = sum(self._counts.values())
+        head = _dump(
+            {
+                "version": FORMAT_VERSION,
+                "exportedAt": exported_at.astimezone(UTC).isoformat().replace("+00:00", "Z"),
+                "instance": instance,
+                "options": _copy(options),
+                "stats": {"objects": objects, "types": dict(sorted(self._counts.items()))},
+            },
+            EXPORT_FILE,
+        )
+        # The file list grows with the archive: generate it twice, once to size the
+        # member's header and once into the member, rather than hold it.
+        size = len(head) + sum(len(chunk) for chunk in self._files_section())
+        self._add_member(EXPORT_FILE, size, _Chunks(itertools.chain([head], self._files_section())))
+        self._tar.close()
+        return Summary(
+            sha256=self._tally.sha256.hexdigest(), size=self._tally.size, objects=objects
+        )
+
+    def _files_section(self) -> Iterator[bytes]:
+        if not self._digests:
+            yield b"files: {}\n"
+            return
+        yield b"files:\n"
+        for path, digest in self._digests.items():
+            # Plain YAML needs no quoting here: a path is made of valid Kubernetes names
+            # and slashes (no implicit type matches a slash); the digest is quoted so
+            # that no run of hex digits reads as a number.
+            yield f'  {path}: "{digest.hex()}"\n'.encode()
+
+    def _write(self, path: str, data: bytes) -> None:
+        self._add_member(path, len(data), io.BytesIO(data))
+        self._digests[path] = hashlib.sha256(data).digest()
+
+    def _add_member(self, path: str, size: int, content: io.BytesIO | _Chunks) -> None:
+        info = tarfile.TarInfo(path)
+        info.size = size
+        info.mtime = self._mtime
+        info.mode = 0o644
+        self._tar.addfile(info, content)
+        self._tar.members.clear()
+
+
+def verify(source: IO[bytes]) -> Manifest:
+    """Check a whole archive in one streaming pass, before anything of it is applied.
+
+    Args:
+        source: the archive's bytes, from their start.
+
+    Returns:
+        The archive's manifest, for ``objects`` to read the same bytes with.
+
+    Raises:
+        ArchiveError: the archive is not a gzip-compressed tar or is truncated; holds a
+            member that is not a regular file (plain directories are skipped), a path that is
+            absolute, climbs out with ``..``, has a backslash or does not fit the layout, a
+            duplicate path or a member beyond ``MAX_MEMBER_BYTES``; ``export.yaml`` is missing,
+            malformed or of an unknown version; a file's sha256 differs from ``export.yaml``,
+            a file is missing from it or from the archive; a folder's ``metadata.yaml`` does
+            not come before its objects; or a file is not the YAML its place calls for.
+    """
+    digests: dict[str, str] = {}
+    types: dict[str, ResourceType] = {}
+    counts: dict[str, int] = {}
+    export: _Export | None = None
+    for entry, data in _entries(source):
+        if entry.path in digests or (entry.role == "export" and export is not None):
+            raise ArchiveError(f"duplicate path {entry.path}")
+        if entry.role == "export":
+            export = _read_export(data)
+            continue
+        digests[entry.path] = hashlib.sha256(data).hexdigest()
+        if entry.role == "metadata":
+            types[entry.folder] = _read_type(entry, data)
+            continue
+        rtype = types.get(entry.folder)
+        if rtype is None:
+            raise ArchiveError(f"{entry.folder}/{METADATA_FILE} is missing before {entry.path}")
+        _read_object(entry, rtype, data)
+        counts[entry.folder] = counts.get(entry.folder, 0) + 1
+    if export is None:
+        raise ArchiveError(f"{EXPORT_FILE} is missing")
+    for path, digest in digests.items():
+        listed = export.files.get(path)
+        if listed is None:
+            raise ArchiveError(f"{path} is not listed in {EXPORT_FILE}")
+        if listed != digest:
+            raise ArchiveError(f"checksum mismatch for {path}")
+    for path in export.files:
+        if path not in digests:
+            raise ArchiveError(f"{path} is listed in {EXPORT_FILE} but missing")
+    total = sum(counts.values())
+    if export.stats.get("objects") != total or export.stats.get("types") != counts:
+        raise ArchiveError(f"the stats in {EXPORT_FILE} do not match the archive's objects")
+    return Manifest(
+        instance=export.instance,
+        exported_at=export.exported_at,
+        types=types,
+        files=digests,
+        objects=total,
+    )
+
+
+def objects(source: IO[bytes], manifest: Manifest) -> Iterator[tuple[ResourceType, dict[str, Any]]]:
+    """Read every object of an archive that ``verify`` accepted, in archive order.
+
+    Each file's sha256 is checked again, since the bytes may have changed between passes.
+
+    Args:
+        source: the same archive ``verify`` read, from its start.
+        manifest: what ``verify`` returned for it.
+
+    Yields:
+        Each object with its type.
+
+    Raises:
+        ArchiveError: the bytes are not those ``verify`` checked: a checksum differs, or a
+            file is new, repeated or gone; or the archive is broken (as in ``verify``).
+    """
+    seen: set[str] = set()
+    for entry, data in _entries(source):
+        if entry.role == "export":
+            continue
+        digest = manifest.files.get(entry.path)
+        if digest is None or entry.path in seen:
+            raise ArchiveError(f"{entry.path} was not in the archive as verified")
+        seen.add(entry.path)
+        if hashlib.sha256(data).hexdigest() != digest:
+            raise ArchiveError(f"checksum mismatch for {entry.path}")
+        if entry.role == "object":
+            rtype = manifest.types[entry.folder]
+            yield rtype, _read_object(entry, rtype, data)
+    for path in manifest.files:
+        if path not in seen:
+            raise ArchiveError(f"{path} is gone from the archive since it was verified")
+
+
+class _StreamTar(tarfile.TarFile):
+    # The list of every header read or written, which typeshed leaves out; a
+    # stream pass never looks back, so each pass empties it to keep memory flat.
+    members: list[tarfile.TarInfo]
+
+
+class _BoundedHeader(tarfile.TarInfo):
+    """A tar header that refuses an extended header too large to hold.
+
+    tarfile reads a pax or GNU long-name header's data whole, as it parses the
+    header, before the member it describes reaches any check of ours.
+    """
+
+    @classmethod
+    def frombuf(cls, buf: bytes | bytearray, encoding: str, errors: str) -> Self:
+        """Parse a header block, refusing an oversized extended header.
+
+        Args:
+            buf: the 512-byte header block.
+            encoding: the archive's name encoding.
+            errors: how to handle undecodable names.
+
+        Returns:
+            The header.
+
+        Raises:
+            ArchiveError: an extended header's data exceeds ``MAX_EXTENDED_HEADER_BYTES``.
+        """
+        header = super().frombuf(buf, encoding, errors)
+        if header.type in _EXTENDED_HEADERS and header.size > MAX_EXTENDED_HEADER_BYTES:
+            raise ArchiveError("an extended tar header is larger than the limit")
+        return header
+
+
+@dataclass(frozen=True)
+class _Entry:
+    """A regular file of the archive and its place in the layout."""
+
+    path: str
+    role: Literal["export", "metadata", "object"]
+    folder: str = ""
+    namespace: str | None = None
+    name: str = ""
+
+
+@dataclass(frozen=True)
+class _Export:
+    """The parts of ``export.yaml`` a reader checks."""
+
+    instance: str
+    exported_at: datetime
+    stats: dict[str, Any]
+    files: dict[str, str]
+
+
+class _Tally(io.BufferedIOBase):
+    """Hands the compressed bytes to the sink, hashing and counting them on the way."""
+
+    def __init__(self, sink: SupportsWrite[bytes]) -> None:
+        super().__init__()
+        self._sink = sink
+        self.sha256 = hashlib.sha256()
+        self.size = 0
+
+    def write(self, buffer: ReadableBuffer, /) -> int:
+        """Pass bytes on to the sink.
+
+        Args:
+            buffer: the next compressed bytes.
+
+        Returns:
+            How many bytes were taken: all of them.
+        """
+        data = bytes(buffer)
+        self.sha256.update(data)
+        self.size += len(data)
+        self._sink.write(data)
+        return len(data)
+
+
+class _Chunks:
+    """A readable file over byte chunks made on demand, so a member need not be held whole."""
+
+    def __init__(self, chunks: Iterator[bytes]) -> None:
+        self._chunks = chunks
+        self._pending = bytearray()
+
+    def read(self, size: int = -1, /) -> bytes:
+        """Read up to ``size`` bytes, or all that are left if ``size`` is negative.
+
+        Args:
+            size: how many bytes at most.
+
+        Returns:
+            The bytes; fewer than ``size`` only at the end.
+        """
+        while size < 0 or len(self._pending) < size:
+            chunk = next(self._chunks, None)
+            if chunk is None:
+                break
+            self._pending += chunk
+        taken = len(self._pending) if size < 0 else size
+        data = bytes(self._pending[:taken])
+        del self._pending[:taken]
+        return data
+
+
+def _entries(source: IO[bytes]) -> Iterator[tuple[_Entry, bytes]]:
+    """Every regular file of an archive, checked and placed in the layout, with its bytes."""
+    try:
+        # gzip.GzipFile rather than tarfile's "r|gz": it checks the gzip trailer's CRC
+        # and length, and says so when the stream ends early.
+        with (
+            gzip.GzipFile(fileobj=source, mode="rb") as unzipped,
+            _StreamTar.open(mode="r|", fileobj=unzipped, tarinfo=_BoundedHeader) as tar,
+        ):
+            while (member := tar.next()) is not None:
+                tar.members.clear()
+                entry = _check_member(member)
+                if entry is None:
+                    continue
+                content = tar.extractfile(member)
+                assert content is not None  # a regular file always has content
+                yield entry, content.read()
+            # tar stops at its end-of-archive blocks; reading the rest of the gzip stream
+            # checks its trailer, so a truncated or corrupt archive is not taken as whole.
+            while unzipped.read(_DRAIN_BYTES):
+                pass
+    except EOFError:
+        raise ArchiveError("the archive is truncated") from None
+    except (gzip.BadGzipFile, zlib.error):
+        # The causes quote the archive's bytes.
+        raise ArchiveError("not a gzip-compressed archive, or a corrupt one") from None
+    except tarfile.TarError:
+        raise ArchiveError("not a tar archive, or a corrupt one") from None
+
+
+def _check_member(member: tarfile.TarInfo) -> _Entry | None:
+    """Place a regular file in the layout; None for a plain directory, to skip."""
+    if member.isdir():
+        _check_relative(member.name)
+        return None
+    if member.type not in (tarfile.REGTYPE, tarfile.AREGTYPE):
+        what = _LINKS.get(member.type, "a special file")
+        raise ArchiveError(f"{_show(member.name)} is {what}, not a regular file")
+    entry = _place(member.name)
+    if member.size > MAX_MEMBER_BYTES:
+        raise ArchiveError(
+            f"{entry.path} is larger than the limit of {MAX_MEMBER_BYTES // 2**20} MiB"
+        )
+    return entry
+
+
+def _check_relative(path: str) -> None:
+    if path.startswith("/"):
+        raise ArchiveError(f"absolute path {_show(path)}")
+    if "\\" in path:
+        raise ArchiveError(f"path {_show(path)} has a backslash")
+    if ".." in path.split("/"):
+        raise ArchiveError(f"path {_show(path)} leaves the archive's root")
+
+
+def _place(path: str) -> _Entry:
+    """Where a path sits in the layout, or ArchiveError if it fits nowhere."""
+    _check_relative(path)
+    if path == EXPORT_FILE:
+        return _Entry(path, "export")
+    folder, *rest = path.split("/")
+    resource, dot, group = folder.partition(".")
+    if not _is_label(resource) or (dot and not _is_subdomain(group)):
+        raise _misfit(path)
+    if rest == [METADATA_FILE]:
+        return _Entry(path, "metadata", folder)
+    namespace: str | None
+    match rest:
+        case ["cluster", file]:
+            namespace = None
+        case ["namespaces", namespace, file] if _is_label(namespace):
+            pass
+        case _:
+            raise _misfit(path)
+    name = file.removesuffix(".yaml")
+    if name == file or not _is_subdomain(name):
+        raise _misfit(path)
+    return _Entry(path, "object", folder, namespace, name)
+
+
+def _misfit(path: str) -> ArchiveError:
+    return ArchiveError(f"path {_show(path)} does not fit the archive layout")
+
+
+def _read_export(data: bytes) -> _Export:
+    document = _load(EXPORT_FILE, data)
+    if not isinstance(document, dict):
+        raise ArchiveError(f"{EXPORT_FILE} is not a mapping")
+    # The version comes first: another version may lay out everything else differently.
+    if document.get("version") != FORMAT_VERSION:
+        raise ArchiveError(
+            f"{EXPORT_FILE} has an unknown version; this reader knows {FORMAT_VERSION}"
+        )
+    exported_at = _field(document, "exportedAt", str, EXPORT_FILE)
+    try:
+        if not _RFC3339_RE.fullmatch(exported_at):
+            raise ValueError
+        parsed = datetime.fromisoformat(exported_at).astimezone(UTC)
+    except ValueError:
+        raise ArchiveError(f"{EXPORT_FILE}: exportedAt is not an RFC 3339 time") from None
+    _field(document, "options", dict, EXPORT_FILE)
+    files: dict[str, str] = {}
+    for path, digest in _field(document, "files", dict, EXPORT_FILE).items():
+        try:
+            listed = _place(path) if isinstance(path, str) else None
+        except ArchiveError:
+            listed = None
+        # Unlike a member's name, a listed path is file content: it is not quoted.
+        if listed is None or listed.role == "export":
+            raise ArchiveError(f"{EXPORT_FILE} lists a path that does not fit the archive layout")
+        if not isinstance(digest, str) or not _SHA256_RE.fullmatch(digest):
+            raise ArchiveError(f"{EXPORT_FILE}: the checksum of {path} is not a sha256")
+        files[path] = digest
+    return _Export(
+        instance=_field(document, "instance", str, EXPORT_FILE),
+        exported_at=parsed,
+        stats=_field(document, "stats", dict, EXPORT_FILE),
+        files=files,
+    )
+
+
+def _type_document(rtype: ResourceType) -> dict[str, Any]:
+    return {
+        "categories": list(rtype.categories),
+        "withStatusSubresource": rtype.with_status_subresource,
+        "resource": rtype.resource,
+        "group": rtype.group,
+        "version": rtype.version,
+        "kind": rtype.kind,
+        "namespaced": rtype.namespaced,
+    }
+
+
+def _read_type(entry: _Entry, data: bytes) -> ResourceType:
+    document = _load(entry.path, data)
+    if not isinstance(document, dict):
+        raise ArchiveError(f"{entry.path} is not a mapping")
+    categories = _field(document, "categories", list, entry.path)
+    if not all(isinstance(category, str) for category in categories):
+        raise ArchiveError(f"{entry.path}: categories are not all strings")
+    rtype = ResourceType(
+        resource=_field(document, "resource", str, entry.path),
+        group=_field(document, "group", str, entry.path),
+        version=_field(document, "version", str, entry.path),
+        kind=_field(document, "kind", str, entry.path),
+        namespaced=_field(document, "namespaced", bool, entry.path),
+        categories=tuple(categories),
+        with_status_subresource=_field(document, "withStatusSubresource", bool, entry.path),
+    )
+    if rtype.folder != entry.folder:
+        raise ArchiveError(f"{entry.path} describes another folder's type")
+    if not _is_label(rtype.version) or not rtype.kind:
+        raise ArchiveError(f"{entry.path}: version or kind is not valid")
+    return rtype
+
+
+def _read_object(entry: _Entry, rtype: ResourceType, data: bytes) -> dict[str, Any]:
+    if rtype.namespaced != (entry.namespace is not None):
+        scope = "namespaced" if rtype.namespaced else "cluster-scoped"
+        raise ArchiveError(f"{entry.path} is out of place for a {scope} type")
+    obj = _load(entry.path, data)
+    metadata = obj.get("metadata") if isinstance(obj, dict) else None
+    if not isinstance(obj, dict) or not isinstance(metadata, dict):
+        raise ArchiveError(f"{entry.path} does not hold an object with metadata")
+    if obj.get("apiVersion") != rtype.api_version or obj.get("kind") != rtype.kind:
+        raise ArchiveError(f"{entry.path} holds an object of another type than its folder's")
+    # The writer takes an empty namespace for none, as the API server does.
+    if metadata.get("name") != entry.name or (metadata.get("namespace") or None) != entry.namespace:
+        raise ArchiveError(f"{entry.path} holds an object named otherwise than its path")
+    return obj
+
+
+def _field(document: dict[str, Any], key: str, kind: type[_T], where: str) -> _T:
+    value = document.get(key)
+    if not isinstance(value, kind):
+        raise ArchiveError(f"{where}: {key} is missing or not a {kind.__name__}")
+    return value
+
+
+def _load(path: str, data: bytes) -> Any:
+    try:
+        document = yaml.load(data, Loader=yaml.CSafeLoader)
+    except (yaml.YAMLError, ValueError):
+        # The causes quote the file; a bad date or a huge integer is a ValueError.
+        raise ArchiveError(f"{path} is not valid YAML") from None
+    problem = _foreign(document)
+    if problem is not None:
+        raise ArchiveError(f"{path} {problem}")
+    return document
+
+
+def _dump(document: dict[str, Any], path: str) -> bytes:
+    problem = _foreign(document)
+    if problem is not None:
+        raise ArchiveError(f"{path} {problem}")
+    text: str = yaml.dump(document, Dumper=yaml.CSafeDumper, sort_keys=False, allow_unicode=True)
+    return text.encode()
+
+
+def _foreign(document: object) -> str | None:
+    """What in a document JSON cannot carry, or None if nothing.
+
+    A YAML alias loads as one container in two places; refusing them keeps a small
+    file from growing exponentially once the object is serialised to be applied.
+    """
+    seen: set[int] = set()
+    pending = [document]
+    while pending:
+        value = pending.pop()
+        if isinstance(value, dict | list):
+            if id(value) in seen:
+                return "repeats a value (a YAML alias)"
+            seen.add(id(value))
+        if isinstance(value, list):
+            pending.extend(value)
+        elif isinstance(value, dict):
+            if not all(type(key) is str for key in value):
+                return "has a key that is not a string"
+            pending.extend(value.values())
+        # type(), not isinstance(): the safe dumper represents no subclass, not even of str.
+        elif type(value) not in _SCALARS:
+            return f"holds a {type(value).__name__}, which JSON cannot carry"
+    return None
+
+
+def _copy(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {key: _copy(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_copy(item) for item in value]
+    return value
+
+
+def _is_label(value: object) -> bool:
+    return isinstance(value, str) and _LABEL_RE.fullmatch(value) is not None
+
+
+def _is_subdomain(value: object) -> bool:
+    return (
+        isinstance(value, str)
+        and len(value) <= _MAX_SUBDOMAIN
+        and _SUBDOMAIN_RE.fullmatch(value) is not None
+    )
+
+
+def _show(value: object) -> str:
+    """A name for a message: quoted, escaped and cut short."""
+    text = repr(value)
+    return text if len(text) <= _SHOWN_CHARS else f"{text[: _SHOWN_CHARS - 3]}..."

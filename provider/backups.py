@@ -1,0 +1,241 @@
+"""The Backup controller: one archive of a hosted control plane, streamed to S3.
+
+A Backup is a one-shot object: Pending, then InProgress, then Completed or
+Failed, never run again once finished. A failed attempt aborts its multipart
+upload and is retried with backoff up to ``MAX_ATTEMPTS``; nothing is marked
+Completed without a complete object. Deleting a Backup deletes its archive.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from provider import kube
+from provider.backup.archive import ArchiveWriter, Summary
+from provider.backup.storage import StorageError, StorageSpec, Store
+from provider.events import EventRecorder
+from provider.export import export
+from provider.kube import Cluster, KubeError, Resource
+from provider.managed.reconciler import Result
+from provider.model import GROUP, INSTANCES, KUBECONFIG_KEY, VERSION
+
+BACKUPS = Resource(GROUP, VERSION, "backups", "Backup")
+BACKUP_SCHEDULES = Resource(GROUP, VERSION, "backupschedules", "BackupSchedule")
+ARCHIVE_FINALIZER = "controlplane.spaces.upbound.io/archive"
+MAX_ATTEMPTS = 3
+PENDING, IN_PROGRESS, COMPLETED, FAILED = "Pending", "InProgress", "Completed", "Failed"
+
+log = logging.getLogger(__name__)
+
+StoreFactory = Callable[[StorageSpec], Store]
+
+
+class BackupError(Exception):
+    """A backup cannot be made; the message is safe to show."""
+
+
+def storage_spec(storage: Mapping[str, Any]) -> StorageSpec:
+    """A Backup's or schedule's ``spec.storage`` as a StorageSpec."""
+    return StorageSpec(
+        bucket=str(storage.get("bucket") or ""),
+        region=str(storage.get("region") or ""),
+        role_arn=str(storage.get("roleArn") or ""),
+        endpoint=str(storage.get("endpoint") or ""),
+    )
+
+
+def archive_key(backup: Mapping[str, Any]) -> str:
+    """``<prefix><backup-name>.tar.gz``."""
+    prefix = str((backup["spec"].get("storage") or {}).get("prefix") or "")
+    return f"{prefix}{backup['metadata']['name']}.tar.gz"
+
+
+def _now(clock: Callable[[], datetime]) -> str:
+    return clock().astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _set_condition(status: dict[str, Any], type_: str, reason: str, message: str, now: str) -> None:
+    conditions = [
+        c for c in status.get("conditions") or [] if c.get("type") not in ("Completed", "Failed")
+    ]
+    condition = {"type": type_, "status": "True", "reason": reason, "lastTransitionTime": now}
+    if message:
+        condition["message"] = message
+    status["conditions"] = [*conditions, condition]
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where to read the control plane from."""
+
+    kubeconfig: dict[str, Any]
+    instance: str
+
+
+class BackupReconciler:
+    """Runs each Backup once."""
+
+    def __init__(
+        self,
+        local: Cluster,
+        *,
+        store: StoreFactory = Store.connect,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
+        """``local`` holds the Backups and Instances; ``store`` connects to S3."""
+        self.local = local
+        self.store = store
+        self.clock = clock
+        self.events = EventRecorder(local, "controlplane-backup-controller")
+
+    async def reconcile(self, namespace: str, name: str) -> Result:
+        """Take the Backup one step further."""
+        backup = await self.local.get(BACKUPS, namespace, name)
+        if backup is None:
+            return Result()
+        if backup["metadata"].get("deletionTimestamp"):
+            return await self._delete(backup)
+        status = backup.setdefault("status", {})
+        if status.get("phase") in (COMPLETED, FAILED):
+            return Result()
+        finalizers = backup["metadata"].setdefault("finalizers", [])
+        if ARCHIVE_FINALIZER not in finalizers:
+            finalizers.append(ARCHIVE_FINALIZER)
+            backup = await self.local.replace(BACKUPS, backup)
+            status = backup.setdefault("status", {})
+        # A Backup found InProgress was interrupted (the controller restarted):
+        # that attempt counts, and its upload was aborted or will expire.
+        if status.get("phase") == IN_PROGRESS:
+            status["retries"] = int(status.get("retries") or 0) + 1
+        status["phase"] = IN_PROGRESS
+        status.setdefault("startedAt", _now(self.clock))
+        backup = await self.local.replace_status(BACKUPS, backup)
+        try:
+            target = await self._target(backup)
+            summary = await self._run(backup, target)
+        except (BackupError, StorageError, KubeError) as error:
+            return await self._failed(backup, str(error))
+        status = backup.setdefault("status", {})
+        status.update(
+            {
+                "phase": COMPLETED,
+                "location": {
+                    "bucket": backup["spec"]["storage"]["bucket"],
+                    "key": archive_key(backup),
+                },
+                "sha256": summary.sha256,
+                "size": summary.size,
+                "objects": summary.objects,
+                "completedAt": _now(self.clock),
+            }
+        )
+        _set_condition(
+            status, "Completed", "BackupCompleted", f"{summary.objects} objects", _now(self.clock)
+        )
+        await self.local.replace_status(BACKUPS, backup)
+        await self.events.record(
+            backup, "Normal", "BackupCompleted", f"{summary.objects} objects archived"
+        )
+        return Result()
+
+    async def _target(self, backup: Mapping[str, Any]) -> Target:
+        namespace = backup["metadata"]["namespace"]
+        ref = (backup["spec"].get("instanceRef") or {}).get("name", "")
+        instance = await self.local.get(INSTANCES, namespace, ref)
+        if instance is None:
+            msg = f"Instance {namespace}/{ref} not found"
+            raise BackupError(msg)
+        secret_ref = (instance.get("spec") or {}).get("writeConnectionSecretToRef") or {}
+        secret = await self.local.get(kube.SECRETS, namespace, str(secret_ref.get("name") or ""))
+        encoded = ((secret or {}).get("data") or {}).get(KUBECONFIG_KEY)
+        if not encoded:
+            msg = (
+                f"Instance {namespace}/{ref} has no kubeconfig yet (its control plane is not ready)"
+            )
+            raise BackupError(msg)
+        try:
+            kubeconfig = kube.load_kubeconfig_text(base64.b64decode(encoded).decode())
+        except (KubeError, ValueError):
+            msg = f"the kubeconfig of Instance {namespace}/{ref} is not a valid kubeconfig"
+            raise BackupError(msg) from None
+        return Target(kubeconfig, f"{namespace}/{ref}")
+
+    async def _run(self, backup: Mapping[str, Any], target: Target) -> Summary:
+        """Export and upload in a thread of its own: boto3 blocks, the controller must not."""
+        spec = storage_spec(backup["spec"]["storage"])
+        key = archive_key(backup)
+        excluded = tuple(backup["spec"].get("excludedResources") or ())
+        exported_at = self.clock()
+        return await asyncio.to_thread(
+            lambda: asyncio.run(self._upload(spec, key, target, excluded, exported_at))
+        )
+
+    async def _upload(
+        self,
+        spec: StorageSpec,
+        key: str,
+        target: Target,
+        excluded: tuple[str, ...],
+        exported_at: datetime,
+    ) -> Summary:
+        store = self.store(spec)
+        source = await Cluster.from_kubeconfig(target.kubeconfig)
+        try:
+            with store.writer(key) as sink:
+                writer = ArchiveWriter(sink)
+                await export(source, writer, excluded)
+                # Returning inside the block: leaving it completes the upload.
+                return writer.finish(
+                    instance=target.instance,
+                    exported_at=exported_at,
+                    options={"excludedResources": list(excluded)},
+                )
+        finally:
+            await source.close()
+
+    async def _failed(self, backup: dict[str, Any], message: str) -> Result:
+        status = backup.setdefault("status", {})
+        status["retries"] = int(status.get("retries") or 0) + 1
+        now = _now(self.clock)
+        log.warning(
+            "backup attempt failed",
+            extra={"fields": {"backup": backup["metadata"]["name"], "error": message}},
+        )
+        await self.events.record(backup, "Warning", "BackupFailed", message)
+        if status["retries"] >= MAX_ATTEMPTS:
+            status["phase"] = FAILED
+            status["completedAt"] = now
+            _set_condition(status, "Failed", "BackupFailed", message, now)
+            await self.local.replace_status(BACKUPS, backup)
+            return Result()
+        status["phase"] = PENDING
+        _set_condition(status, "Failed", "Retrying", message, now)
+        # The condition says why while it retries; it is not Failed for good yet.
+        status["conditions"][-1]["status"] = "False"
+        await self.local.replace_status(BACKUPS, backup)
+        return Result(requeue=True)
+
+    async def _delete(self, backup: dict[str, Any]) -> Result:
+        """Delete the archive, then let the Backup go."""
+        location = (backup.get("status") or {}).get("location") or {}
+        if location.get("key"):
+            spec = storage_spec(backup["spec"]["storage"])
+            try:
+                store = await asyncio.to_thread(self.store, spec)
+                await asyncio.to_thread(store.delete, str(location["key"]))
+            except StorageError as error:
+                await self.events.record(backup, "Warning", "CannotDeleteArchive", str(error))
+                return Result(requeue=True)
+        finalizers = [
+            f for f in backup["metadata"].get("finalizers") or [] if f != ARCHIVE_FINALIZER
+        ]
+        if finalizers != backup["metadata"].get("finalizers"):
+            backup["metadata"]["finalizers"] = finalizers
+            await self.local.replace(BACKUPS, backup)
+        return Result()
