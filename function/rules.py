@@ -87,11 +87,7 @@ def check_cron(text: str) -> str:
         msg = f"must be a cron expression of 5 fields (got {len(fields)} in {text!r})"
         raise ValueError(msg)
     allowed = [
-        {
-            value
-            for item in field.split(",")
-            for value in _cron_item(item, name, low, high, names)
-        }
+        {value for item in field.split(",") for value in _cron_item(item, name, low, high, names)}
         for field, (name, low, high, names) in zip(fields, _CRON_FIELDS, strict=True)
     ]
     # With the day of week unrestricted, the day of month alone must fall in a

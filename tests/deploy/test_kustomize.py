@@ -18,7 +18,7 @@ def kubectl(*args: str) -> subprocess.CompletedProcess[str]:
     if not KUBECTL.exists():
         msg = f"{KUBECTL} is missing: build it with tools/build.sh (make test does)"
         raise FileNotFoundError(msg)
-    return subprocess.run(  # noqa: S603 (our own pinned build)
+    return subprocess.run(
         [str(KUBECTL), *args], capture_output=True, text=True, timeout=120, check=False
     )
 

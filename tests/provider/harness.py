@@ -82,10 +82,20 @@ class Kube:
             wait_for(f"CRD {name} Established", partial(self._established, name))
 
     def _established(self, name: str) -> bool:
+        """Established, and its storage serves lists (it answers 429 while initialising)."""
         crd = self.extensions.read_custom_resource_definition(name)
-        return any(
+        if not any(
             c.type == "Established" and c.status == "True" for c in crd.status.conditions or []
-        )
+        ):
+            return False
+        version = next(v.name for v in crd.spec.versions if v.storage)
+        try:
+            self.custom.list_cluster_custom_object(
+                crd.spec.group, version, crd.spec.names.plural, limit=1
+            )
+        except ApiException:
+            return False
+        return True
 
     def namespace(self, name: str) -> None:
         """Create a namespace (once)."""

@@ -1,0 +1,187 @@
+"""BackupSchedules against a real API server, under a clock the test drives."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections.abc import Iterator
+from datetime import datetime, timedelta
+from typing import Any
+
+import pytest
+import yaml
+
+from provider.kube import Cluster
+from provider.schedules import SCHEDULE_LABEL, ScheduleReconciler
+from tests.backup.test_roundtrip import BACKUP_CRDS
+from tests.kube.apiserver import APIServerFactory, Etcd
+from tests.provider.harness import Kube, condition
+
+_names = itertools.count()
+
+
+class Clock:
+    """The time the schedule runs by; the test moves it."""
+
+    def __init__(self, now: datetime) -> None:
+        self.now = now
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
+@pytest.fixture(scope="module")
+def local(kube_etcd: Etcd) -> Iterator[Kube]:
+    with APIServerFactory(kube_etcd) as factory:
+        kube = Kube(factory(name="schedules"))
+        kube.apply_crds(BACKUP_CRDS)
+        yield kube
+
+
+def schedule(
+    local: Kube, cron: str, *, suspend: bool = False, ttl: str = "1h"
+) -> tuple[str, str, datetime]:
+    namespace = f"sched-{next(_names)}"
+    local.namespace(namespace)
+    created = local.create(
+        "backupschedules",
+        {
+            "apiVersion": "controlplane.spaces.upbound.io/v1alpha1",
+            "kind": "BackupSchedule",
+            "metadata": {"name": "myctp", "namespace": namespace},
+            "spec": {
+                "instanceRef": {"name": "myctp"},
+                "schedule": cron,
+                "ttl": ttl,
+                "suspend": suspend,
+                "storage": {"bucket": "b", "prefix": f"{namespace}/myctp/", "region": "us-east-1"},
+            },
+        },
+    )
+    stamp = datetime.fromisoformat(created["metadata"]["creationTimestamp"].replace("Z", "+00:00"))
+    return namespace, "myctp", stamp
+
+
+def reconcile(local: Kube, clock: Clock, namespace: str, name: str = "myctp") -> float | None:
+    async def run() -> float | None:
+        cluster = await Cluster.from_kubeconfig(yaml.safe_load(local.server.kubeconfig))
+        try:
+            result = await ScheduleReconciler(cluster, clock=clock).reconcile(namespace, name)
+            return result.requeue_after
+        finally:
+            await cluster.close()
+
+    return asyncio.run(run())
+
+
+def backups(local: Kube, namespace: str) -> list[dict[str, Any]]:
+    return sorted(
+        local.list_of("backups", namespace, "controlplane.spaces.upbound.io", "v1alpha1"),
+        key=lambda b: b["metadata"]["name"],
+    )
+
+
+def next_half_hour(moment: datetime) -> datetime:
+    base = moment.replace(second=0, microsecond=0)
+    minutes = 30 - base.minute % 30
+    return base + timedelta(minutes=minutes)
+
+
+def test_a_schedule_fires_on_time_once_per_firing(local: Kube) -> None:
+    namespace, name, created = schedule(local, "*/30 * * * *")
+    first = next_half_hour(created)
+    clock = Clock(first - timedelta(minutes=1))
+    wait = reconcile(local, clock, namespace)
+    assert backups(local, namespace) == []
+    assert wait is not None and 0 < wait <= 60
+    found = local.get("backupschedules", namespace, name)
+    assert found is not None
+    assert found["status"]["nextScheduleTime"] == first.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+    clock.now = first + timedelta(seconds=5)
+    reconcile(local, clock, namespace)
+    reconcile(local, clock, namespace)
+    made = backups(local, namespace)
+    assert [b["metadata"]["name"] for b in made] == [f"myctp-{first:%Y%m%d%H%M%S}"]
+    backup = made[0]
+    assert backup["metadata"]["labels"][SCHEDULE_LABEL] == "myctp"
+    assert backup["metadata"]["ownerReferences"][0]["kind"] == "BackupSchedule"
+    assert backup["spec"]["storage"]["prefix"] == f"{namespace}/myctp/"
+
+    clock.now = first + timedelta(minutes=29)
+    reconcile(local, clock, namespace)
+    assert len(backups(local, namespace)) == 1
+    clock.now = first + timedelta(minutes=30)
+    reconcile(local, clock, namespace)
+    assert len(backups(local, namespace)) == 2
+    found = local.get("backupschedules", namespace, name)
+    assert found is not None
+    assert found["status"]["lastBackup"] == f"myctp-{first + timedelta(minutes=30):%Y%m%d%H%M%S}"
+
+
+def test_a_restarted_controller_never_runs_the_same_firing_twice(local: Kube) -> None:
+    namespace, name, created = schedule(local, "*/30 * * * *")
+    due = next_half_hour(created)
+    clock = Clock(due + timedelta(seconds=1))
+    reconcile(local, clock, namespace)
+    # The controller died before its status write landed: the schedule does not
+    # know it acted on this firing.
+    local.custom.patch_namespaced_custom_object_status(
+        "controlplane.spaces.upbound.io",
+        "v1alpha1",
+        namespace,
+        "backupschedules",
+        name,
+        {"status": {"lastScheduleTime": None, "lastBackup": None}},
+    )
+    reconcile(local, clock, namespace)
+    assert len(backups(local, namespace)) == 1
+
+
+def test_expired_backups_are_pruned_and_running_ones_kept(local: Kube) -> None:
+    namespace, _, created = schedule(local, "*/30 * * * *", ttl="1h")
+    first = next_half_hour(created)
+    clock = Clock(first)
+    reconcile(local, clock, namespace)
+    clock.now = first + timedelta(minutes=30)
+    reconcile(local, clock, namespace)
+    old, young = backups(local, namespace)
+    for backup, phase in ((old, "Completed"), (young, "InProgress")):
+        status: dict[str, Any] = {"phase": phase}
+        if phase == "Completed":
+            status["completedAt"] = (first + timedelta(minutes=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
+        local.custom.patch_namespaced_custom_object_status(
+            "controlplane.spaces.upbound.io",
+            "v1alpha1",
+            namespace,
+            "backups",
+            backup["metadata"]["name"],
+            {"status": status},
+        )
+    clock.now = first + timedelta(minutes=61)
+    reconcile(local, clock, namespace)
+    names = [b["metadata"]["name"] for b in backups(local, namespace)]
+    assert old["metadata"]["name"] not in names
+    assert young["metadata"]["name"] in names
+
+
+def test_a_suspended_schedule_makes_nothing(local: Kube) -> None:
+    namespace, name, created = schedule(local, "*/30 * * * *", suspend=True)
+    clock = Clock(next_half_hour(created) + timedelta(minutes=1))
+    reconcile(local, clock, namespace)
+    assert backups(local, namespace) == []
+    found = local.get("backupschedules", namespace, name)
+    assert found is not None
+    assert "nextScheduleTime" not in found["status"]
+    assert condition(found, "Ready")["reason"] == "Suspended"
+
+
+def test_a_schedule_that_never_fires_is_reported_not_retried(local: Kube) -> None:
+    namespace, name, created = schedule(local, "0 0 31 2 *")
+    clock = Clock(created + timedelta(days=400))
+    assert reconcile(local, clock, namespace) is None
+    found = local.get("backupschedules", namespace, name)
+    assert found is not None
+    ready = condition(found, "Ready")
+    assert (ready["status"], ready["reason"]) == ("False", "InvalidSchedule")
+    assert backups(local, namespace) == []
