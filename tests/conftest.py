@@ -8,7 +8,7 @@ import pytest
 
 from tests import servers
 
-pytest_plugins = ["tests.kube.fixtures"]
+pytest_plugins = ["tests.kube.fixtures", "tests.backup.fixtures"]
 
 
 @pytest.fixture(scope="session")

@@ -14,9 +14,8 @@ not be reached: never a credential, so it can go into events and conditions.
 from __future__ import annotations
 
 import contextlib
-import http
+import http.client
 import logging
-import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from enum import Enum
@@ -58,10 +57,10 @@ _CLIENT_CONFIG: Final = Config(
     connect_timeout=10,
     read_timeout=60,
 )
-# An endpoint that is not AWS's may not resolve <bucket>.<host> names.
+# An endpoint that is not AWS's may not resolve <bucket>.<host> names. botocore
+# already addresses any endpoint it is given, or finds in AWS_ENDPOINT_URL_S3 or
+# AWS_ENDPOINT_URL, path-style unless told "virtual"; this pins it for ours.
 _PATH_STYLE: Final = Config(s3={"addressing_style": "path"})
-# The environment variables through which boto3 itself picks an S3 endpoint.
-_ENDPOINT_VARIABLES: Final = ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL")
 _DOWNLOAD_CHUNK: Final = 1 * MIB
 # Per-part checksums the server verifies on upload and on completion.
 _CHECKSUM: Final = "CRC32"
@@ -119,20 +118,18 @@ class Store:
         Raises:
             StorageError: The role cannot be assumed, or the endpoint or region is invalid.
         """
-        region = spec.region or None
+        action = _connect_action(spec)
         endpoint = spec.endpoint or None
-        config = _CLIENT_CONFIG
-        if endpoint or any(os.environ.get(name) for name in _ENDPOINT_VARIABLES):
-            config = config.merge(_PATH_STYLE)
-        with _translated(_connect_action(spec), endpoint or "the default endpoint"):
+        config = _CLIENT_CONFIG.merge(_PATH_STYLE) if endpoint else _CLIENT_CONFIG
+        with _translated(action, endpoint or "the default endpoint"):
             try:
-                session = boto3.session.Session(region_name=region)
+                session = boto3.session.Session(region_name=spec.region or None)
                 if spec.role_arn:
                     session = _assumed_role_session(session, spec.role_arn, session_name)
                 client = session.client("s3", endpoint_url=endpoint, config=config)
             except ValueError as error:
                 # botocore's own check of an endpoint URL, before any request.
-                raise StorageError(f"{_connect_action(spec)} failed: {error}") from error
+                raise StorageError(f"{action} failed: {error}") from error
         return cls(client, spec.bucket)
 
     def writer(self, key: str, *, part_size: int = 8 * MIB) -> MultipartWriter:
@@ -176,6 +173,9 @@ class Store:
     def delete(self, key: str) -> None:
         """Delete the object at ``key``; one that is already gone is fine.
 
+        Args:
+            key: The object's key.
+
         Raises:
             StorageError: The object cannot be deleted (NoSuchBucket, AccessDenied, ...).
         """
@@ -189,6 +189,12 @@ class Store:
 
     def exists(self, key: str) -> bool:
         """Whether an object is stored at ``key``.
+
+        Args:
+            key: The object's key.
+
+        Returns:
+            True if it is there, False if not.
 
         Raises:
             StorageError: The bucket is missing or cannot be read.
@@ -243,6 +249,9 @@ class MultipartWriter:
 
     def write(self, data: bytes) -> int:
         """Buffer ``data``, uploading each part as it fills.
+
+        Args:
+            data: The next bytes of the object.
 
         Returns:
             ``len(data)``: all of it is taken.
@@ -417,8 +426,8 @@ def _assumed_role_session(base: Any, role_arn: str, session_name: str) -> Any:
         metadata=assume(), refresh_using=assume, method=_FixedCredentials.METHOD
     )
     session = BotocoreSession()
-    # The session's credential chain is a public component; replacing it is how
-    # botocore lets a caller supply credentials that refresh themselves.
+    # botocore has no setter for a credentials object, but its credential chain is
+    # a session component that a caller may replace.
     session.register_component(
         "credential_provider", CredentialResolver([_FixedCredentials(credentials)])
     )
@@ -462,20 +471,12 @@ def _describe(error: Any) -> str:
     """The AWS error code, HTTP status and operation; not the server's message text."""
     code = _error_code(error)
     status = _http_status(error)
-    operation = str(error.operation_name)
-    if operation == "HeadBucket" and status == 404:
+    if error.operation_name == "HeadBucket" and status == 404:
         code = "NoSuchBucket"
-    if code and not code.isdigit():
-        where = f"HTTP {status}, {operation}" if status else operation
-        return f"{code} ({where})"
-    # Answers to HEAD requests have no body, so no code: the status is all there is.
-    if status is None:
-        return f"unknown error ({operation})"
-    try:
-        phrase = http.HTTPStatus(status).phrase
-    except ValueError:
-        phrase = "error"
-    return f"HTTP {status} {phrase} ({operation})"
+    elif not code or code.isdigit():
+        # An answer to a HEAD request has no body, so no code: the status is all there is.
+        code = http.client.responses.get(status or 0, "UnknownError").replace(" ", "")
+    return f"{code} (HTTP {status}, {error.operation_name})"
 
 
 def _reached(error: Any, fallback: str) -> str:
