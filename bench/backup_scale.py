@@ -1,0 +1,168 @@
+"""Backup and restore throughput and memory at 1,000 and 10,000 objects.
+
+Real API servers and a real S3 (SeaweedFS). Each backup and restore runs in
+a process of its own (bench/backup_job.py) so its peak RSS is measured
+alone; beside it, the baseline: ``kubectl get -o yaml`` of the same kinds.
+
+    .venv/bin/python -m bench.backup_scale [--sizes 1000 10000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bench.backup_job import peak_rss_mib
+from tests.backup.s3 import run_seaweedfs
+from tests.backup.test_roundtrip import (
+    BACKUP_CRDS,
+    PROVIDER_CRD,
+    backup_object,
+    instance_with_kubeconfig,
+)
+from tests.kube.apiserver import APIServerFactory, run_etcd
+from tests.provider.harness import PROVIDER_CRDS, Kube, wait_for
+
+ROOT = Path(__file__).resolve().parent.parent
+KUBECTL = ROOT / ".tools" / "bin" / "kubectl"
+NAMESPACES = 10
+BUCKET = "bench"
+
+
+def seed(source: Kube, start: int, stop: int) -> None:
+    """Objects start..stop-1: 40% configmaps, 30% secrets, 30% custom resources."""
+
+    def one(index: int) -> None:
+        namespace = f"app-{index % NAMESPACES}"
+        kind = index % 10
+        if kind < 4:
+            source.core.create_namespaced_config_map(
+                namespace, {"metadata": {"name": f"config-{index}"}, "data": {"value": "x" * 200}}
+            )
+        elif kind < 7:
+            source.put_secret(namespace, f"secret-{index}", {"token": os.urandom(48)})
+        else:
+            source.create(
+                "buckets",
+                {
+                    "apiVersion": "s3.example.org/v1",
+                    "kind": "Bucket",
+                    "metadata": {"name": f"bucket-{index}", "namespace": namespace},
+                    "spec": {"forProvider": {"region": "eu-west-1", "index": index}},
+                },
+                "s3.example.org",
+                "v1",
+            )
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        list(pool.map(one, range(start, stop)))
+
+
+def job(*args: str, env: dict[str, str]) -> dict[str, Any]:
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.backup_job", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+        cwd=ROOT,
+    )
+    if done.returncode != 0:
+        raise SystemExit(done.stderr)
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
+def kubectl_baseline(kubeconfig: Path) -> dict[str, float]:
+    """``kubectl get -o yaml`` of the same kinds: wall time and peak RSS."""
+    kinds = "namespaces,configmaps,secrets,buckets.s3.example.org"
+    argv = [str(KUBECTL), "--kubeconfig", str(kubeconfig), "get", kinds, "-A", "-o", "yaml"]
+    start = time.perf_counter()
+    peak = 0.0
+    with Path(os.devnull).open("wb") as sink:
+        process = subprocess.Popen(argv, stdout=sink)
+        # VmHWM only grows, so its last reading before exit is the peak (to 20 ms);
+        # the child's ru_maxrss would count the bench's own memory it forked from.
+        while process.poll() is None:
+            with contextlib.suppress(OSError, ValueError):
+                peak = max(peak, peak_rss_mib(process.pid))
+            time.sleep(0.02)
+    seconds = time.perf_counter() - start
+    if process.returncode != 0:
+        raise SystemExit("kubectl failed")
+    return {"seconds": seconds, "peak_rss_mib": peak}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[1000, 10000])
+    args = parser.parse_args()
+    rows = []
+    monkeypatch = pytest.MonkeyPatch()
+    with run_etcd() as etcd, APIServerFactory(etcd) as factory, run_seaweedfs() as s3:
+        s3.configure(monkeypatch)
+        s3.create_bucket(BUCKET)
+        env = dict(os.environ)
+        local = Kube(factory(name="local"))
+        local.apply_crds(PROVIDER_CRDS, BACKUP_CRDS)
+        source = Kube(factory(name="source"))
+        crd = dict(PROVIDER_CRD)
+        source.extensions.create_custom_resource_definition(crd)
+        wait_for("the CRD", partial(source._established, crd["metadata"]["name"]))
+        for index in range(NAMESPACES):
+            source.namespace(f"app-{index}")
+        instance_with_kubeconfig(local, source.server, "myctp")
+        seeded = 0
+        for size in sorted(args.sizes):
+            seed(source, seeded, size)
+            seeded = size
+            name = f"bench-{size}"
+            body = backup_object(name, "myctp", s3.endpoint)
+            body["spec"]["storage"]["bucket"] = BUCKET
+            local.create("backups", body)
+            backed = job("backup", str(local.server.kubeconfig_path), "team-a", name, env=env)
+            baseline = kubectl_baseline(source.server.kubeconfig_path)
+            target = Kube(factory(name=f"target-{size}"))
+            target.extensions.create_custom_resource_definition(
+                {**crd, "metadata": {"name": crd["metadata"]["name"]}}
+            )
+            wait_for("the CRD", partial(target._established, crd["metadata"]["name"]))
+            restored = job(
+                "restore",
+                str(local.server.kubeconfig_path),
+                "team-a",
+                name,
+                str(target.server.kubeconfig_path),
+                env=env,
+            )
+            rows.append((size, backed, baseline, restored))
+    monkeypatch.undo()
+    print(
+        f"{'objects':>8} {'export+upload':>14} {'obj/s':>8} {'RSS MiB':>8} | "
+        f"{'kubectl get':>11} {'obj/s':>8} {'RSS MiB':>8} | "
+        f"{'restore':>8} {'obj/s':>8} {'RSS MiB':>8}"
+    )
+    for _, backed, baseline, restored in rows:
+        count = backed["objects"]
+        print(
+            f"{count:>8} {backed['seconds']:>13.1f}s {count / backed['seconds']:>8.0f} "
+            f"{backed['peak_rss_mib']:>8.1f} | {baseline['seconds']:>10.1f}s "
+            f"{count / baseline['seconds']:>8.0f} {baseline['peak_rss_mib']:>8.1f} | "
+            f"{restored['seconds']:>7.1f}s {restored['objects'] / restored['seconds']:>8.0f} "
+            f"{restored['peak_rss_mib']:>8.1f}"
+        )
+
+
+if __name__ == "__main__":
+    main()

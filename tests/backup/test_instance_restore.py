@@ -1,0 +1,138 @@
+"""An Instance created from a Backup: restored once its control plane is available, Ready after."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import yaml
+
+from provider.instances import InstanceAPI
+from provider.kube import Cluster
+from provider.managed.reconciler import Reconciler
+from provider.restore import Restorer
+from provider.spaces.backend import SpacesConnector
+from tests.backup.s3 import SeaweedFS
+from tests.backup.test_roundtrip import (
+    BUCKET,
+    NAMESPACE,
+    Planes,
+    backup_object,
+    ensure_bucket,
+    instance_with_kubeconfig,
+    run_backup,
+)
+from tests.kube.apiserver import APIServerFactory, Etcd
+from tests.provider.conftest import (
+    PROVIDER_NAMESPACE,
+    SPACE_GROUP,
+    SPACE_SECRET,
+    cluster_provider_config,
+)
+from tests.provider.harness import SPACES_CRD, Kube, SpacesSimulator, condition, wait_for
+
+
+@pytest.fixture(scope="module")
+def space(kube_etcd: Etcd) -> Iterator[tuple[Kube, Kube]]:
+    """A Space whose simulated control planes are all one fresh API server."""
+    with APIServerFactory(kube_etcd) as factory:
+        space = Kube(factory(name="restore-space"))
+        space.apply_crds(SPACES_CRD)
+        space.namespace(SPACE_GROUP)
+        hosted = Kube(factory(name="restore-hosted"))
+        with SpacesSimulator(space, hosted.server):
+            yield space, hosted
+
+
+def reconcile(local: Kube, namespace: str, name: str) -> None:
+    async def run() -> None:
+        cluster = await Cluster.from_kubeconfig(yaml.safe_load(local.server.kubeconfig))
+        connector = SpacesConnector(cluster, restorer=Restorer(cluster))
+        try:
+            await Reconciler(
+                InstanceAPI(cluster), connector, deterministic_external_name=True
+            ).reconcile(namespace, name)
+        finally:
+            await connector.close()
+            await cluster.close()
+
+    asyncio.run(run())
+
+
+def test_an_instance_is_ready_only_once_its_backup_is_restored(
+    planes: Planes,
+    space: tuple[Kube, Kube],
+    seaweed: SeaweedFS,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    space_cluster, hosted = space
+    seaweed.configure(monkeypatch)
+    ensure_bucket(seaweed, BUCKET)
+    local = planes.local
+    local.namespace(PROVIDER_NAMESPACE)
+    local.put_secret(
+        PROVIDER_NAMESPACE, SPACE_SECRET, {"kubeconfig": space_cluster.server.kubeconfig.encode()}
+    )
+    local.create("clusterproviderconfigs", cluster_provider_config())
+    planes.source.namespace("restored-app")
+    planes.source.core.create_namespaced_config_map(
+        "restored-app", {"metadata": {"name": "settings"}, "data": {"mode": "restored"}}
+    )
+    local.namespace(NAMESPACE)
+    local.create(
+        "instances",
+        {
+            "apiVersion": "controlplane.spaces.upbound.io/v1alpha1",
+            "kind": "Instance",
+            "metadata": {"name": "restored", "namespace": NAMESPACE},
+            "spec": {
+                "forProvider": {
+                    "crossplane": {"autoUpgrade": {"channel": "Stable"}},
+                    "initialRestorationFrom": {"backupRef": {"name": "later"}},
+                },
+                "writeConnectionSecretToRef": {"name": "restored-kubeconfig"},
+            },
+        },
+    )
+
+    def state() -> dict[str, object] | None:
+        reconcile(local, NAMESPACE, "restored")
+        return local.get("instances", NAMESPACE, "restored")
+
+    # The Backup does not exist yet: the control plane comes up, but the
+    # Instance is not Ready, and says why.
+    waiting = wait_for(
+        "the restore to be tried",
+        lambda: (
+            (found := state())
+            and "restore" in (found.get("status") or {}).get("atProvider", {})  # type: ignore[union-attr]
+            and found
+        ),
+    )
+    ready = condition(waiting, "Ready")
+    assert ready["status"] == "False"
+    assert "restore from Backup later failed: Backup team-a/later not found" in ready["message"]
+    assert waiting["status"]["atProvider"]["restore"]["phase"] == "Failed"
+
+    instance_with_kubeconfig(local, planes.source.server, "origin")
+    local.create("backups", backup_object("later", "origin", seaweed.endpoint, "team-a/origin/"))
+    asyncio.run(run_backup(local, "later"))
+
+    done = wait_for("Ready after the restore", restored)
+    restore = done["status"]["atProvider"]["restore"]
+    assert restore["backupName"] == "later"
+    assert restore["phase"] == "Completed"
+    assert restore["objects"] > 0
+    settings = hosted.core.read_namespaced_config_map("settings", "restored-app")
+    assert settings.data == {"mode": "restored"}
+
+    # Restored once: a later reconcile does not restore again.
+    hosted.core.patch_namespaced_config_map(
+        "settings", "restored-app", {"data": {"mode": "changed"}}
+    )
+    reconcile(local, NAMESPACE, "restored")
+    assert hosted.core.read_namespaced_config_map("settings", "restored-app").data == {
+        "mode": "changed"
+    }
