@@ -97,20 +97,22 @@ def test_an_instance_is_ready_only_once_its_backup_is_restored(
         },
     )
 
-    def state() -> dict[str, object] | None:
+    def state() -> dict[str, Any] | None:
         reconcile(local, NAMESPACE, "restored")
         return local.get("instances", NAMESPACE, "restored")
 
+    def tried() -> dict[str, Any] | None:
+        found = state()
+        at_provider = ((found or {}).get("status") or {}).get("atProvider") or {}
+        return found if "restore" in at_provider else None
+
+    def restored() -> dict[str, Any] | None:
+        found = state()
+        return found if condition(found, "Ready").get("status") == "True" else None
+
     # The Backup does not exist yet: the control plane comes up, but the
     # Instance is not Ready, and says why.
-    waiting = wait_for(
-        "the restore to be tried",
-        lambda: (
-            (found := state())
-            and "restore" in (found.get("status") or {}).get("atProvider", {})  # type: ignore[union-attr]
-            and found
-        ),
-    )
+    waiting = wait_for("the restore to be tried", tried)
     ready = condition(waiting, "Ready")
     assert ready["status"] == "False"
     assert "restore from Backup later failed: Backup team-a/later not found" in ready["message"]
