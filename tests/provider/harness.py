@@ -284,15 +284,22 @@ class SpacesSimulator:
 class ProviderProcess:
     """``controlplane-provider`` as a process of its own, against one API server."""
 
-    def __init__(self, kubeconfig: Path, log_path: Path, *args: str) -> None:
+    def __init__(
+        self,
+        kubeconfig: Path,
+        log_path: Path,
+        *args: str,
+        command: str = "controlplane-provider",
+    ) -> None:
         self.kubeconfig = kubeconfig
         self.log_path = log_path
         self.args = args
+        self.command = command
         self.metrics_port = free_port()
         self.process: subprocess.Popen[bytes] | None = None
 
     def start(self) -> ProviderProcess:
-        script = Path(sys.executable).with_name("controlplane-provider")
+        script = Path(sys.executable).with_name(self.command)
         log = self.log_path.open("ab")
         self.process = subprocess.Popen(
             [
