@@ -18,15 +18,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from tests.kube.apiserver import APIServerFactory, run_etcd
-from tests.provider.conftest import (
-    PROVIDER_NAMESPACE,
-    SPACE_GROUP,
-    SPACE_SECRET,
-    cluster_provider_config,
-)
+from tests.provider.conftest import connect_to_space
 from tests.provider.harness import (
-    PROVIDER_CRDS,
-    SPACES_CRD,
     Kube,
     SpacesSimulator,
     condition,
@@ -71,14 +64,8 @@ def main() -> None:
         local = Kube(factory(name="local"))
         space = Kube(factory(name="space"))
         hosted = factory(name="hosted")
-        local.apply_crds(PROVIDER_CRDS)
-        space.apply_crds(SPACES_CRD)
-        space.namespace(SPACE_GROUP)
-        local.namespace(PROVIDER_NAMESPACE)
+        connect_to_space(local, space)
         local.namespace(NAMESPACE)
-        kubeconfig = space.server.kubeconfig.encode()
-        local.put_secret(PROVIDER_NAMESPACE, SPACE_SECRET, {"kubeconfig": kubeconfig})
-        local.create("clusterproviderconfigs", cluster_provider_config())
         with (
             SpacesSimulator(space, hosted),
             provider(

@@ -56,6 +56,18 @@ def cluster_provider_config(name: str = "default", secret: str = SPACE_SECRET) -
     }
 
 
+def connect_to_space(local: Kube, space: Kube) -> None:
+    """Install our CRDs and the Spaces CRD, and a default ClusterProviderConfig for the Space."""
+    local.apply_crds(PROVIDER_CRDS)
+    space.apply_crds(SPACES_CRD)
+    space.namespace(SPACE_GROUP)
+    local.namespace(PROVIDER_NAMESPACE)
+    local.put_secret(
+        PROVIDER_NAMESPACE, SPACE_SECRET, {"kubeconfig": space.server.kubeconfig.encode()}
+    )
+    local.create("clusterproviderconfigs", cluster_provider_config())
+
+
 @pytest.fixture(scope="module")
 def env(kube_etcd: Etcd, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
     logs = tmp_path_factory.mktemp("provider")
@@ -63,14 +75,7 @@ def env(kube_etcd: Etcd, tmp_path_factory: pytest.TempPathFactory) -> Iterator[E
         local = Kube(factory(name="local"))
         space = Kube(factory(name="space"))
         hosted = factory(name="hosted")
-        local.apply_crds(PROVIDER_CRDS)
-        space.apply_crds(SPACES_CRD)
-        space.namespace(SPACE_GROUP)
-        local.namespace(PROVIDER_NAMESPACE)
-        local.put_secret(
-            PROVIDER_NAMESPACE, SPACE_SECRET, {"kubeconfig": space.server.kubeconfig.encode()}
-        )
-        local.create("clusterproviderconfigs", cluster_provider_config())
+        connect_to_space(local, space)
         with (
             SpacesSimulator(space, hosted) as simulator,
             provider(

@@ -67,6 +67,26 @@ def control_planes(env: Env, external_name: str) -> list[dict[str, Any]]:
     ]
 
 
+def existing_control_plane(env: Env, name: str, class_: str | None = None) -> None:
+    """A ControlPlane made in the Space before any Instance names it (Crossplane 1.20.1)."""
+    spec: dict[str, Any] = {
+        "crossplane": {"version": "1.20.1", "autoUpgrade": {"channel": "Stable"}}
+    }
+    if class_:
+        spec["class"] = class_
+    env.space.create(
+        "controlplanes",
+        {
+            "apiVersion": "spaces.upbound.io/v1beta1",
+            "kind": "ControlPlane",
+            "metadata": {"name": name, "namespace": SPACE_GROUP},
+            "spec": spec,
+        },
+        "spaces.upbound.io",
+        "v1beta1",
+    )
+
+
 def get(env: Env, namespace: str, name: str = "myctp") -> dict[str, Any] | None:
     return env.local.get("instances", namespace, name)
 
@@ -150,20 +170,7 @@ def test_version_channel_and_class_updates_reach_the_control_plane(env: Env) -> 
 def test_unset_version_and_class_are_late_initialised_from_the_control_plane(env: Env) -> None:
     namespace = fresh(env)
     external = f"{namespace}-myctp"
-    env.space.create(
-        "controlplanes",
-        {
-            "apiVersion": "spaces.upbound.io/v1beta1",
-            "kind": "ControlPlane",
-            "metadata": {"name": external, "namespace": SPACE_GROUP},
-            "spec": {
-                "crossplane": {"version": "1.20.1", "autoUpgrade": {"channel": "Stable"}},
-                "class": "small",
-            },
-        },
-        "spaces.upbound.io",
-        "v1beta1",
-    )
+    existing_control_plane(env, external, class_="small")
     env.local.create("instances", instance(namespace, version=None))
 
     def late_initialised() -> dict[str, Any] | None:
@@ -188,17 +195,7 @@ def test_observe_only_on_a_missing_control_plane_is_a_reconcile_error(env: Env) 
 def test_observe_only_on_an_existing_control_plane_fills_the_status_only(env: Env) -> None:
     namespace = fresh(env)
     external = f"{namespace}-myctp"
-    env.space.create(
-        "controlplanes",
-        {
-            "apiVersion": "spaces.upbound.io/v1beta1",
-            "kind": "ControlPlane",
-            "metadata": {"name": external, "namespace": SPACE_GROUP},
-            "spec": {"crossplane": {"version": "1.20.1", "autoUpgrade": {"channel": "Stable"}}},
-        },
-        "spaces.upbound.io",
-        "v1beta1",
-    )
+    existing_control_plane(env, external)
     env.local.create("instances", instance(namespace, version="2.1.3", policies=["Observe"]))
     found = wait_for("the Instance Ready", lambda: ready(env, namespace))
     assert found["status"]["atProvider"]["crossplaneVersion"] == "1.20.1"
