@@ -268,6 +268,10 @@ def test_a_control_plane_backed_up_to_s3_comes_back_equal_in_a_fresh_one(
             await local.close()
 
     assert asyncio.run(restore()) == expected
+    first = snapshot(planes.target)
+    # A restore interrupted by a restart is simply run again: it ends the same.
+    assert asyncio.run(restore_again(planes)) == expected
+    assert snapshot(planes.target) == first
 
     for namespace in (f"app-{i}" for i in range(4)):
         for plural, group, version in (("configmaps", "", "v1"), ("secrets", "", "v1")):
@@ -303,6 +307,50 @@ def test_a_control_plane_backed_up_to_s3_comes_back_equal_in_a_fresh_one(
         if (o["metadata"].get("annotations") or {}).get("crossplane.io/paused") == "true"
     }
     assert paused == {f"bucket-{i}" for i in range(0, 60, 10)}, "only what was paused in the backup"
+
+
+async def restore_again(planes: Planes) -> int:
+    local = await Cluster.from_kubeconfig(yaml.safe_load(planes.local.server.kubeconfig))
+    try:
+        outcome = await Restorer(local, crd_timeout=60).restore(
+            NAMESPACE, "myctp-1", yaml.safe_load(planes.target.server.kubeconfig)
+        )
+        return outcome.objects
+    finally:
+        await local.close()
+
+
+def snapshot(target: Kube) -> list[dict[str, Any]]:
+    """What a restore wrote into ``target``, comparable across runs."""
+    objects = [
+        comparable(o)
+        for namespace in (f"app-{i}" for i in range(4))
+        for plural in ("configmaps", "secrets")
+        for o in list_objects(target, plural, "", "v1", namespace)
+    ]
+    objects += [
+        comparable(o) for o in list_objects(target, "buckets", "s3.example.org", "v1", "app-0")
+    ]
+    return sorted(objects, key=lambda o: yaml.safe_dump(o, sort_keys=True))
+
+
+def test_deleting_a_backup_deletes_its_archive(
+    planes: Planes, seaweed: SeaweedFS, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seaweed.configure(monkeypatch)
+    ensure_bucket(seaweed, BUCKET)
+    instance_with_kubeconfig(planes.local, planes.source.server, "deleted")
+    planes.local.create(
+        "backups", backup_object("to-delete", "deleted", seaweed.endpoint, "team-a/deleted/")
+    )
+    asyncio.run(run_backup(planes.local, "to-delete"))
+    store = Store.connect(StorageSpec(BUCKET, "us-east-1", endpoint=seaweed.endpoint))
+    key = "team-a/deleted/to-delete.tar.gz"
+    assert store.exists(key)
+    planes.local.delete("backups", NAMESPACE, "to-delete")
+    asyncio.run(run_backup(planes.local, "to-delete"))  # the deletion: archive, then finalizer
+    assert planes.local.get("backups", NAMESPACE, "to-delete") is None
+    assert not store.exists(key)
 
 
 def install_crds(target: Kube) -> None:
