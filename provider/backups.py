@@ -60,11 +60,20 @@ def _now(clock: Callable[[], datetime]) -> str:
     return clock().astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _set_condition(status: dict[str, Any], type_: str, reason: str, message: str, now: str) -> None:
+def _set_condition(
+    status: dict[str, Any],
+    type_: str,
+    reason: str,
+    message: str,
+    now: str,
+    *,
+    value: str = "True",
+) -> None:
+    """Set the one outcome condition (Completed or Failed), replacing the other."""
     conditions = [
         c for c in status.get("conditions") or [] if c.get("type") not in ("Completed", "Failed")
     ]
-    condition = {"type": type_, "status": "True", "reason": reason, "lastTransitionTime": now}
+    condition = {"type": type_, "status": value, "reason": reason, "lastTransitionTime": now}
     if message:
         condition["message"] = message
     status["conditions"] = [*conditions, condition]
@@ -215,9 +224,8 @@ class BackupReconciler:
             await self.local.replace_status(BACKUPS, backup)
             return Result()
         status["phase"] = PENDING
-        _set_condition(status, "Failed", "Retrying", message, now)
         # The condition says why while it retries; it is not Failed for good yet.
-        status["conditions"][-1]["status"] = "False"
+        _set_condition(status, "Failed", "Retrying", message, now, value="False")
         await self.local.replace_status(BACKUPS, backup)
         return Result(requeue=True)
 
