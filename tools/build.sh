@@ -31,6 +31,16 @@ built() { # <binary> <module>
   go version -m "$1" 2>/dev/null | awk -v m="$2" '($1 == "dep" || $1 == "mod") && $2 == m {print $3}'
 }
 
+# Copies the YAML files of <subdir> of <module> (as pinned in <tools-dir>) from
+# the module cache into .tools/<dest>, replacing what was there.
+module_files() { # <tools-dir> <module> <subdir> <dest>
+  local source; source="$(cd "$1" && go mod download "$2" && go list -m -f '{{.Dir}}' "$2")"
+  rm -rf "${root}/.tools/$4"
+  mkdir -p "${root}/.tools/$4"
+  cp "${source}/$3/"*.yaml "${root}/.tools/$4/"
+  chmod u+w "${root}/.tools/$4/"*.yaml
+}
+
 # Builds <package> of <module>, pinned by the go.mod in <tools-dir>, into
 # .tools/bin/<binary> unless that binary already reports the pinned version.
 # Extra arguments are ldflags; "%v" in them is replaced by the version.
@@ -56,9 +66,14 @@ build_crossplane() {
   build_pinned crossplane "${root}/tools" "${crossplane_module}" \
     "${crossplane_module}/cmd/crank" "-X ${crossplane_module}/internal/version.version=%v"
 }
+# Core installs its own CRDs and webhook configurations from files (core init
+# reads CRDS_PATH and WEBHOOK_CONFIGS_PATH): copied beside it from the module.
 build_crossplane_core() {
   build_pinned crossplane-core "${root}/tools" "${crossplane_module}" \
     "${crossplane_module}/cmd/crossplane" "-X ${crossplane_module}/internal/version.version=%v"
+  module_files "${root}/tools" "${crossplane_module}" cluster/crds crossplane-core/crds
+  module_files "${root}/tools" "${crossplane_module}" cluster/webhookconfigurations \
+    crossplane-core/webhookconfigurations
 }
 
 # crane serves the loopback OCI registry the packages are pushed to.
@@ -68,13 +83,16 @@ build_crane() {
 }
 
 # The Flux controllers, one tools folder each: their dependency graphs differ.
+# Each one's CRDs (all six source kinds; the Kustomization) are copied beside it.
 build_source_controller() {
-  local module="github.com/fluxcd/source-controller"
-  build_pinned source-controller "${root}/tools/flux/source-controller" "${module}" "${module}"
+  local module="github.com/fluxcd/source-controller" dir="${root}/tools/flux/source-controller"
+  build_pinned source-controller "${dir}" "${module}" "${module}"
+  module_files "${dir}" "${module}" config/crd/bases flux/source-controller/crds
 }
 build_kustomize_controller() {
-  local module="github.com/fluxcd/kustomize-controller"
-  build_pinned kustomize-controller "${root}/tools/flux/kustomize-controller" "${module}" "${module}"
+  local module="github.com/fluxcd/kustomize-controller" dir="${root}/tools/flux/kustomize-controller"
+  build_pinned kustomize-controller "${dir}" "${module}" "${module}"
+  module_files "${dir}" "${module}" config/crd/bases flux/kustomize-controller/crds
 }
 
 # A command of k8s.io/kubernetes (kube-apiserver, kubectl), pinned by tools/kube.
