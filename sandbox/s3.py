@@ -13,6 +13,7 @@ package as four processes, each on free loopback ports, in one temporary folder:
     weed s3 -ip.bind=127.0.0.1 -port=P -port.grpc=G -filer=127.0.0.1:P.G
         -config=DIR/identities.json -autoCreateBucket=false -port.iceberg=0
         -port.lance=0 -localSocket=DIR/s3.sock
+        (with a random WEED_S3_SSE_KEK, so default bucket encryption works)
 
 `weed server` would run them in one process, but it puts its sockets in /tmp and
 hangs on SIGTERM; separate processes also let a test stop the S3 gateway alone
@@ -359,6 +360,9 @@ class SeaweedFS:
                 f"-localSocket={self.workdir / 's3.sock'}",
             ],
             self.workdir,
+            # A key-encryption key of its own, so a bucket's default encryption
+            # (SSE-S3) works: without one SeaweedFS fails every write to such a bucket.
+            {"WEED_S3_SSE_KEK": secrets.token_hex(32)},
         )
         self._processes.append(self._gateway)
         self._gateway.start(self._gateway_ready)
