@@ -13,6 +13,7 @@ import signal
 
 from provider.runtime import logs
 from sandbox.awsstandin.cloud import Endpoints
+from sandbox.awsstandin.identities import SeaweedAdmin
 from sandbox.awsstandin.standin import Settings, running
 
 log = logging.getLogger("sandbox.awsstandin")
@@ -26,6 +27,12 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--sts-endpoint", default="", help="STS (default: the IAM endpoint)")
     parser.add_argument("--region", default="us-east-1")
     parser.add_argument("--poll-interval", type=float, default=30.0, help="seconds")
+    parser.add_argument(
+        "--weed-master", default="", help="SeaweedFS master ip:port.grpcPort (for the STS bridge)"
+    )
+    parser.add_argument(
+        "--weed-filer", default="", help="SeaweedFS filer ip:port.grpcPort (for the STS bridge)"
+    )
     parser.add_argument("--debug", action="store_true")
     return parser.parse_args(argv)
 
@@ -43,9 +50,15 @@ async def _serve(arguments: argparse.Namespace) -> None:
             region=arguments.region,
         ),
         poll_interval=arguments.poll_interval,
+        seaweed=(
+            SeaweedAdmin(arguments.weed_master, arguments.weed_filer)
+            if arguments.weed_master and arguments.weed_filer
+            else None
+        ),
     )
-    async with running(arguments.kubeconfig, settings):
-        log.info("started")
+    async with running(arguments.kubeconfig, settings) as standin:
+        sts = standin.sts_endpoint if standin.sts is not None else ""
+        log.info("started", extra={"fields": {"sts_endpoint": sts}})
         await stop.wait()
 
 

@@ -23,8 +23,10 @@ from provider.runtime.queue import RateLimitingQueue
 from sandbox.awsstandin.api import COMPONENT, KindAPI
 from sandbox.awsstandin.cloud import Cloud, Endpoints
 from sandbox.awsstandin.externals import REASON_NOT_APPLIED, Connector
+from sandbox.awsstandin.identities import Identities, SeaweedAdmin
 from sandbox.awsstandin.kinds import KINDS, Kind
 from sandbox.awsstandin.references import References
+from sandbox.awsstandin.sts import Bridge, StsServer
 
 
 @dataclass(frozen=True)
@@ -35,6 +37,8 @@ class Settings:
     poll_interval: float = 30.0
     # After a create or delete, and the first backoff after a failure.
     short_wait: float = 1.0
+    # With it, an STS endpoint whose sessions SeaweedFS accepts (see sts.py).
+    seaweed: SeaweedAdmin | None = None
 
 
 def _user_named(managed: ManagedObject) -> str:
@@ -59,6 +63,22 @@ class AwsStandin:
             for kind in KINDS
             for namespaced in (True, False)
         ]
+        self.sts: StsServer | None = None
+        if settings.seaweed is not None:
+            sts = settings.endpoints.sts or settings.endpoints.iam
+            self.sts = StsServer(Bridge(sts, self.cloud, Identities(settings.seaweed)))
+
+    @property
+    def sts_endpoint(self) -> str:
+        """The STS endpoint to give the backup writer (AWS_ENDPOINT_URL_STS).
+
+        Raises:
+            RuntimeError: The stand-in was started without a SeaweedFS admin.
+        """
+        if self.sts is None:
+            msg = "the stand-in serves no STS endpoint without Settings.seaweed"
+            raise RuntimeError(msg)
+        return self.sts.endpoint
 
     def _controller(self, kind: Kind, *, namespaced: bool) -> Controller:
         resource = kind.resource(namespaced=namespaced)
@@ -89,8 +109,14 @@ class AwsStandin:
         await self.events.record(managed, WARNING, REASON_NOT_APPLIED, message)
 
     async def run(self, stop: asyncio.Event) -> None:
-        """Reconcile until ``stop`` is set."""
-        await asyncio.gather(*(controller.run(stop) for controller in self.controllers))
+        """Reconcile (and serve STS) until ``stop`` is set."""
+        if self.sts is not None:
+            self.sts.start()
+        try:
+            await asyncio.gather(*(controller.run(stop) for controller in self.controllers))
+        finally:
+            if self.sts is not None:
+                await asyncio.to_thread(self.sts.stop)
 
     async def synced(self) -> None:
         """Wait until every controller has listed its kind once."""

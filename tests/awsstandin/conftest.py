@@ -1,10 +1,10 @@
 """A kube-apiserver with the upstream provider-aws CRDs, SeaweedFS, moto and the stand-in.
 
-- `aws_kube` (module): its own API server on the session's etcd, with every
+- `aws_kube` (session): its own API server on the session's etcd, with every
   provider-aws CRD of `.tools/crds/provider-aws` installed and Established.
-- `standin` (module): the stand-in reconciling that API server's S3 and IAM
+- `standin` (session): the stand-in reconciling that API server's S3 and IAM
   kinds into the session's SeaweedFS (`seaweed`) and moto (`moto_sts`),
-  signing with SeaweedFS's admin key.
+  signing with SeaweedFS's admin key, and serving its STS bridge.
 - `cloud`: the stand-in's own S3 and IAM client with the same key, to look at
   what is really there.
 """
@@ -17,6 +17,7 @@ import pytest
 
 from sandbox.apiserver import Etcd, run_apiserver
 from sandbox.awsstandin.cloud import Cloud, Endpoints
+from sandbox.awsstandin.identities import SeaweedAdmin
 from sandbox.awsstandin.standin import AwsStandin, Settings, running_in_thread
 from sandbox.paths import UPSTREAM_CRDS
 from sandbox.s3 import Moto, SeaweedFS, credentials_environment
@@ -25,7 +26,7 @@ from sandbox.spaces import Kube
 PROVIDER_AWS_CRDS = UPSTREAM_CRDS / "provider-aws"
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def aws_kube(kube_etcd: Etcd) -> Iterator[Kube]:
     """An API server serving the upstream provider-aws kinds."""
     if not PROVIDER_AWS_CRDS.is_dir():
@@ -40,13 +41,18 @@ def _endpoints(seaweed: SeaweedFS, moto_sts: Moto) -> Endpoints:
     return Endpoints(s3=seaweed.endpoint, iam=moto_sts.endpoint)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def standin(aws_kube: Kube, seaweed: SeaweedFS, moto_sts: Moto) -> Iterator[AwsStandin]:
     """The stand-in, polling every two seconds, with SeaweedFS's admin key."""
     with pytest.MonkeyPatch.context() as environment:
         for name, value in credentials_environment(seaweed.access_key, seaweed.secret_key).items():
             environment.setenv(name, value)
-        settings = Settings(_endpoints(seaweed, moto_sts), poll_interval=2.0, short_wait=0.5)
+        settings = Settings(
+            _endpoints(seaweed, moto_sts),
+            poll_interval=2.0,
+            short_wait=0.5,
+            seaweed=SeaweedAdmin(seaweed.master.address, seaweed.filer.address),
+        )
         # boto3 reads the credentials when the stand-in makes its clients, at start.
         with running_in_thread(aws_kube.server.kubeconfig_path, settings) as running:
             environment.undo()

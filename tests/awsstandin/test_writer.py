@@ -1,0 +1,126 @@
+"""The backup writer's own credential path reaches exactly its prefix through the stand-in.
+
+The writer (provider/backup/storage.py) runs as it does in the backup
+controller: its pod identity is a moto IAM user, it assumes the role the
+function rendered through the STS endpoint it is given (the stand-in's bridge
+to moto's STS), and writes to SeaweedFS with the session's credentials.
+SeaweedFS evaluates the role's policy, as the function rendered it.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+
+import pytest
+
+from provider.backup.storage import StorageError, StorageSpec, Store
+from sandbox.awsstandin.standin import AwsStandin
+from sandbox.s3 import Moto, SeaweedFS, use_credentials
+from sandbox.spaces import Kube
+from tests.awsstandin.composed import aws_objects
+from tests.awsstandin.test_reconcile import apply, by_kind, wait_ready
+
+_teams = itertools.count()
+PAYLOAD = b"backup archive bytes"
+
+
+@dataclass(frozen=True)
+class Team:
+    bucket: str
+    prefix: str
+    role_arn: str
+
+
+@pytest.fixture(scope="module")
+def team(standin: AwsStandin, aws_kube: Kube, moto_sts: Moto) -> tuple[Team, str, str]:
+    """A composite's S3 and IAM objects, Ready; and the writer's pod identity keys."""
+    name = f"writer-{next(_teams)}"
+    writer = moto_sts.create_identity(f"{name}-pod")
+    objects = aws_objects(legacy=False, team=name, trusted_arn=writer.arn)
+    apply(aws_kube, objects)
+    done = {obj["kind"]: wait_ready(aws_kube, obj) for obj in objects}
+    rendered = by_kind(objects)
+    prefix = rendered["BucketLifecycleConfiguration"]["spec"]["forProvider"]["rule"][0]["filter"]
+    found = Team(
+        bucket=done["Bucket"]["metadata"]["annotations"]["crossplane.io/external-name"],
+        prefix=prefix[0]["prefix"],
+        role_arn=done["Role"]["status"]["atProvider"]["arn"],
+    )
+    return found, writer.access_key, writer.secret_key
+
+
+@dataclass(frozen=True)
+class WriteCase:
+    reason: str
+    key: str
+    allowed: bool
+
+
+WRITES = [
+    WriteCase("an archive under the team's prefix is written", "{prefix}nightly.tar.gz", True),
+    WriteCase(
+        "a prefix that only begins like the team's is refused",
+        "{stem}-other/nightly.tar.gz",
+        False,
+    ),
+    WriteCase("another team's prefix is refused", "team-z/other/nightly.tar.gz", False),
+    WriteCase("the bucket's root is refused", "nightly.tar.gz", False),
+]
+
+
+@pytest.mark.parametrize("case", WRITES, ids=lambda case: case.reason)
+def test_the_writer_assumes_the_rendered_role_and_writes_only_under_its_prefix(
+    case: WriteCase,
+    team: tuple[Team, str, str],
+    standin: AwsStandin,
+    seaweed: SeaweedFS,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    found, access_key, secret_key = team
+    use_credentials(monkeypatch, access_key, secret_key, AWS_ENDPOINT_URL_STS=standin.sts_endpoint)
+    store = Store.connect(
+        StorageSpec(found.bucket, "us-east-1", role_arn=found.role_arn, endpoint=seaweed.endpoint)
+    )
+    key = case.key.format(prefix=found.prefix, stem=found.prefix.rstrip("/"))
+
+    def write() -> None:
+        with store.writer(key) as stream:
+            stream.write(PAYLOAD)
+
+    if case.allowed:
+        write()
+        assert store.exists(key)
+    else:
+        with pytest.raises(StorageError, match="AccessDenied"):
+            write()
+
+
+def test_a_role_iam_does_not_have_cannot_be_assumed(
+    team: tuple[Team, str, str],
+    standin: AwsStandin,
+    seaweed: SeaweedFS,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    found, access_key, secret_key = team
+    use_credentials(monkeypatch, access_key, secret_key, AWS_ENDPOINT_URL_STS=standin.sts_endpoint)
+    missing = found.role_arn.rpartition("/")[0] + "/no-such-role"
+
+    with pytest.raises(StorageError, match="AccessDenied"):
+        Store.connect(
+            StorageSpec(found.bucket, "us-east-1", role_arn=missing, endpoint=seaweed.endpoint)
+        )
+
+
+def test_the_pod_identity_itself_cannot_write_to_the_bucket(
+    team: tuple[Team, str, str], seaweed: SeaweedFS, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    found, access_key, secret_key = team
+    use_credentials(monkeypatch, access_key, secret_key)
+    store = Store.connect(StorageSpec(found.bucket, "us-east-1", endpoint=seaweed.endpoint))
+
+    with (
+        pytest.raises(StorageError, match="InvalidAccessKeyId"),
+        store.writer(f"{found.prefix}direct.tar.gz") as stream,
+    ):
+        stream.write(PAYLOAD)
