@@ -87,6 +87,9 @@ class AwsStandin:
             Connector(kind, self.cloud, self._not_applied),
             poll_interval=self.settings.poll_interval,
             short_wait=self.settings.short_wait,
+            # SeaweedFS and moto show what was just made: no grace period to wait out
+            # (crossplane-runtime's default too).
+            creation_grace_period=0.0,
             external_name=_user_named if kind.named_by_user else _provider_named,
             # Observe finds every kind by its spec and external name: an
             # interrupted create is found, never made twice.
