@@ -23,7 +23,7 @@ ERR_EMPTY = "referenced field was empty (referenced resource may not yet be read
 ERR_NO_MATCH = "no resources matched selector"
 
 
-class ReferenceError(Exception):  # noqa: A001 (crossplane-runtime's name for it)
+class UnresolvedReferenceError(Exception):
     """A reference could not be resolved; the message names the field."""
 
 
@@ -50,7 +50,7 @@ def select(
     """The first candidate the selector matches that offers a value: (its name, the value).
 
     Raises:
-        ReferenceError: None matched with a value.
+        UnresolvedReferenceError: None matched with a value.
     """
     labels = selector.get("matchLabels") or {}
     same_controller = bool(selector.get("matchControllerRef"))
@@ -64,7 +64,7 @@ def select(
         value = extract(candidate, how)
         if value:
             return str(metadata["name"]), value
-    raise ReferenceError(ERR_NO_MATCH)
+    raise UnresolvedReferenceError(ERR_NO_MATCH)
 
 
 def _field_path(reference: Reference) -> str:
@@ -84,15 +84,15 @@ class References:
         """Fill every reference's value into ``managed``; whether anything changed.
 
         Raises:
-            ReferenceError: A reference cannot be resolved, with the field and the reason.
+            UnresolvedReferenceError: A reference cannot be resolved, with the field and the reason.
         """
         for_provider = managed.setdefault("spec", {}).setdefault("forProvider", {})
         before = repr(for_provider)
         for reference in self.kind.references:
             try:
                 await self._resolve_one(managed, for_provider, reference)
-            except (ReferenceError, kube.KubeError) as error:
-                raise ReferenceError(f"{_field_path(reference)}: {error}") from None
+            except (UnresolvedReferenceError, kube.KubeError) as error:
+                raise UnresolvedReferenceError(f"{_field_path(reference)}: {error}") from None
         return repr(for_provider) != before
 
     async def _resolve_one(
@@ -110,10 +110,11 @@ class References:
             namespace = ref.get("namespace") or managed["metadata"].get("namespace")
             referenced = await self.cluster.get(target, namespace, str(ref["name"]))
             if referenced is None:
-                raise ReferenceError(f"cannot get referenced resource: {ref['name']} not found")
+                msg = f"cannot get referenced resource: {ref['name']} not found"
+                raise UnresolvedReferenceError(msg)
             value = extract(referenced, reference.extract)
             if not value:
-                raise ReferenceError(ERR_EMPTY)
+                raise UnresolvedReferenceError(ERR_EMPTY)
             for_provider[reference.field] = value
             return
         if selector:
