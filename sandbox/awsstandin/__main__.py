@@ -33,6 +33,9 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--weed-filer", default="", help="SeaweedFS filer ip:port.grpcPort (for the STS bridge)"
     )
+    parser.add_argument(
+        "--sts-port", type=int, default=0, help="the STS bridge's loopback port (0: any free one)"
+    )
     parser.add_argument("--debug", action="store_true")
     return parser.parse_args(argv)
 
@@ -55,6 +58,7 @@ async def _serve(arguments: argparse.Namespace) -> None:
             if arguments.weed_master and arguments.weed_filer
             else None
         ),
+        sts_port=arguments.sts_port,
     )
     async with running(arguments.kubeconfig, settings) as standin:
         sts = standin.sts_endpoint if standin.sts is not None else ""

@@ -39,6 +39,8 @@ class Settings:
     short_wait: float = 1.0
     # With it, an STS endpoint whose sessions SeaweedFS accepts (see sts.py).
     seaweed: SeaweedAdmin | None = None
+    # The STS endpoint's loopback port; 0 for any free one.
+    sts_port: int = 0
 
 
 def _user_named(managed: ManagedObject) -> str:
@@ -66,7 +68,8 @@ class AwsStandin:
         self.sts: StsServer | None = None
         if settings.seaweed is not None:
             sts = settings.endpoints.sts or settings.endpoints.iam
-            self.sts = StsServer(Bridge(sts, self.cloud, Identities(settings.seaweed)))
+            bridge = Bridge(sts, self.cloud, Identities(settings.seaweed))
+            self.sts = StsServer(bridge, settings.sts_port)
 
     @property
     def sts_endpoint(self) -> str:

@@ -135,13 +135,13 @@ def _error(kind: str, code: str, message: str) -> bytes:
 
 
 class StsServer:
-    """The bridge served over HTTP on a loopback port of the OS's choosing."""
+    """The bridge served over HTTP on loopback."""
 
-    def __init__(self, bridge: Bridge) -> None:
-        """Serve ``bridge``; call ``start`` to listen."""
+    def __init__(self, bridge: Bridge, port: int = 0) -> None:
+        """Serve ``bridge`` on ``port`` of loopback (0: any free one); ``start`` listens."""
         self.bridge = bridge
         handler = _handler(bridge)
-        self._server = http.server.ThreadingHTTPServer((LOOPBACK, 0), handler)
+        self._server = http.server.ThreadingHTTPServer((LOOPBACK, port), handler)
         self._thread = threading.Thread(
             target=self._server.serve_forever, name="standin-sts", daemon=True
         )
