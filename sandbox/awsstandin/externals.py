@@ -4,12 +4,13 @@ Buckets and their configuration go to the S3 server, roles, policies and
 attachments to IAM, through ``cloud.Cloud`` (run in a thread: boto3 blocks).
 Observe writes `status.atProvider` as upjet would (the echoed parameters, `id`
 and, where the kind has one, `arn`). What the S3 server cannot do is said in
-the Ready condition's message and, on create and update, in a Warning event.
+the Ready condition's message and, when that message changes, in a Warning event.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import Any
@@ -118,8 +119,13 @@ class _BucketPart(_Client):
     def bucket(self, managed: ManagedObject) -> str:
         return str(_for_provider(managed).get("bucket") or "")
 
-    def observed(self, managed: ManagedObject, message: str = "") -> Observation:
+    async def observed(self, managed: ManagedObject, message: str = "") -> Observation:
+        """Found and as wanted; what is not applied is said, and told once by an event."""
         bucket = self.bucket(managed)
+        conditions_now = (managed.get("status") or {}).get("conditions") or []
+        said = (conditions.find(conditions_now, conditions.READY) or {}).get("message", "")
+        if message and message != said:
+            await self.notify(managed, message)
         _set_at_provider(managed, {"id": bucket, "bucket": bucket})
         return Observation(exists=True, up_to_date=True, ready=_ready(message))
 
@@ -143,7 +149,7 @@ class VersioningClient(_BucketPart):
             return Observation(exists=status == "Enabled")
         if not status:
             return Observation(exists=False)
-        observation = self.observed(managed)
+        observation = await self.observed(managed)
         up_to_date = status == desired.versioning_status(_for_provider(managed))
         return Observation(exists=True, up_to_date=up_to_date, ready=observation.ready)
 
@@ -171,18 +177,16 @@ class EncryptionClient(_BucketPart):
         wanted = desired.encryption_rules(_for_provider(managed))
         message = desired.not_applied_message(wanted.not_applied)
         if wanted.value is None:
-            return self.observed(managed, message)
+            return await self.observed(managed, message)
         if current is None:
             return Observation(exists=False)
-        observation = self.observed(managed, message)
+        observation = await self.observed(managed, message)
         up_to_date = desired.encryption_matches(wanted.value, current)
         return Observation(exists=True, up_to_date=up_to_date, ready=observation.ready)
 
     async def apply(self, managed: ManagedObject) -> None:
         """Bring the external resource to the spec."""
         wanted = desired.encryption_rules(_for_provider(managed))
-        if wanted.not_applied:
-            await self.notify(managed, desired.not_applied_message(wanted.not_applied))
         if wanted.value is not None:
             await self.call(self.cloud.put_encryption, self.bucket(managed), wanted.value)
 
@@ -209,7 +213,7 @@ class PublicAccessBlockClient(_BucketPart):
             return Observation(exists=current is not None)
         if current is None:
             return Observation(exists=False)
-        observation = self.observed(managed)
+        observation = await self.observed(managed)
         up_to_date = current == desired.public_access_block(_for_provider(managed))
         return Observation(exists=True, up_to_date=up_to_date, ready=observation.ready)
 
@@ -224,7 +228,7 @@ class PublicAccessBlockClient(_BucketPart):
                     "list this bucket"
                 ),
             )
-        return self.observed(
+        return await self.observed(
             managed,
             desired.not_applied_message(
                 ["the public access block (NotImplemented); anonymous requests are refused"]
@@ -234,12 +238,9 @@ class PublicAccessBlockClient(_BucketPart):
     async def apply(self, managed: ManagedObject) -> None:
         """Bring the external resource to the spec."""
         block = desired.public_access_block(_for_provider(managed))
-        try:
+        with contextlib.suppress(NotSupportedError):
+            # Observe says so, having checked that the bucket refuses anonymous requests.
             await self.call(self.cloud.put_public_access_block, self.bucket(managed), block)
-        except NotSupportedError:
-            await self.notify(
-                managed, desired.not_applied_message(["the public access block (NotImplemented)"])
-            )
 
     async def delete(self, managed: ManagedObject) -> None:
         """Delete the external resource, or undo the configuration."""
@@ -260,15 +261,13 @@ class LifecycleClient(_BucketPart):
         if current is None:
             return Observation(exists=False)
         wanted = desired.lifecycle_rules(_for_provider(managed))
-        observation = self.observed(managed, desired.not_applied_message(wanted.not_applied))
+        observation = await self.observed(managed, desired.not_applied_message(wanted.not_applied))
         up_to_date = desired.lifecycle_matches(wanted.value, current)
         return Observation(exists=True, up_to_date=up_to_date, ready=observation.ready)
 
     async def apply(self, managed: ManagedObject) -> None:
         """Bring the external resource to the spec."""
         wanted = desired.lifecycle_rules(_for_provider(managed))
-        if wanted.not_applied:
-            await self.notify(managed, desired.not_applied_message(wanted.not_applied))
         await self.call(self.cloud.put_lifecycle, self.bucket(managed), wanted.value)
 
     async def delete(self, managed: ManagedObject) -> None:

@@ -138,3 +138,70 @@ def test_the_composed_objects_become_ready_with_arn_and_id_and_exist_for_real(
     assert found_policy is not None
     assert found_policy[1] == json.loads(rendered["Policy"]["spec"]["forProvider"]["policy"])
     assert cloud.attached_policies(role) == [policy_arn]
+
+
+def bucket_with(
+    team: str, kind: str, for_provider: dict[str, Any]
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A namespaced Bucket and one configuration object referring to it."""
+    bucket = {
+        "apiVersion": "s3.aws.m.upbound.io/v1beta1",
+        "kind": "Bucket",
+        "metadata": {"name": team, "namespace": team},
+        "spec": {"forProvider": {"region": "us-east-1"}},
+    }
+    part = {
+        "apiVersion": "s3.aws.m.upbound.io/v1beta1",
+        "kind": kind,
+        "metadata": {"name": team, "namespace": team},
+        "spec": {
+            "forProvider": {"bucketRef": {"name": team}, "region": "us-east-1", **for_provider}
+        },
+    }
+    return bucket, part
+
+
+def test_a_kms_key_is_said_not_applied_in_the_ready_condition_and_an_event(
+    standin: AwsStandin, aws_kube: Kube, cloud: Cloud
+) -> None:
+    team = f"team-{next(_teams)}-kms"
+    key = "arn:aws:kms:us-east-1:123456789012:key/backups"
+    default = {"sseAlgorithm": "aws:kms", "kmsMasterKeyId": key}
+    bucket, encryption = bucket_with(
+        team,
+        "BucketServerSideEncryptionConfiguration",
+        {"rule": [{"applyServerSideEncryptionByDefault": default, "bucketKeyEnabled": True}]},
+    )
+    apply(aws_kube, [bucket, encryption])
+
+    done = wait_ready(aws_kube, encryption)
+
+    assert f"default encryption aws:kms with {key}" in condition(done, "Ready")["message"]
+    events = aws_kube.core.list_namespaced_event(team).items
+    assert any(e.reason == "NotAppliedByStandIn" and key in e.message for e in events)
+    assert cloud.encryption(team) is None, "nothing was applied in the KMS key's place"
+
+
+def test_versioning_follows_the_spec_and_drift_in_seaweedfs_is_undone(
+    standin: AwsStandin, aws_kube: Kube, cloud: Cloud
+) -> None:
+    team = f"team-{next(_teams)}-drift"
+    bucket, versioning = bucket_with(
+        team, "BucketVersioning", {"versioningConfiguration": {"status": "Enabled"}}
+    )
+    apply(aws_kube, [bucket, versioning])
+    wait_ready(aws_kube, versioning)
+    assert cloud.versioning(team) == "Enabled"
+
+    cloud.put_versioning(team, "Suspended")
+    wait_for("versioning enabled again", lambda: cloud.versioning(team) == "Enabled", 20.0)
+
+    aws_kube.patch(
+        "bucketversionings",
+        team,
+        team,
+        {"spec": {"forProvider": {"versioningConfiguration": {"status": "Suspended"}}}},
+        "s3.aws.m.upbound.io",
+        "v1beta1",
+    )
+    wait_for("versioning suspended", lambda: cloud.versioning(team) == "Suspended", 20.0)
