@@ -33,7 +33,14 @@ What it does not do:
 - Drift is detected only in what it sets: bucket existence, versioning status,
   encryption algorithm, lifecycle rules, the role's trust policy and
   description, the policy document, the attachment.
-- moto does not evaluate trust policies: any principal may assume an existing
-  role. SeaweedFS copies the role's policies when a session starts: a policy
-  changed or detached later applies to sessions started after it.
+- moto does not evaluate trust policies (nor ExternalId or session tags): any
+  principal may assume a role that exists. SeaweedFS holds a copy of the role's
+  managed policies, renewed at each AssumeRole and when the stand-in itself
+  attaches, detaches or changes a policy; a change made in IAM by anything
+  else reaches running sessions at the next AssumeRole. Deleting a role does
+  not end its running sessions; they end when they expire.
+- Sessions are valid in SeaweedFS without their session token (SeaweedFS 4.48
+  refuses tokens it did not issue), until they expire; expired keys are
+  removed at the next AssumeRole. Only AssumeRole is bridged (not
+  AssumeRoleWithWebIdentity).
 """

@@ -346,6 +346,14 @@ class Cloud:
                     self._iam.delete_policy_version(PolicyArn=arn, VersionId=version["VersionId"])
             self._iam.delete_policy(PolicyArn=arn)
 
+    def policy_roles(self, arn: str) -> list[str]:
+        """The names of the roles the policy is attached to."""
+        with _translated(f"list roles of policy {arn}"):
+            pages = self._iam.get_paginator("list_entities_for_policy").paginate(
+                PolicyArn=arn, EntityFilter="Role"
+            )
+            return [role["RoleName"] for page in pages for role in page["PolicyRoles"]]
+
     def attached_policies(self, role: str) -> list[str] | None:
         """The ARNs of the managed policies attached to the role, or None without the role."""
         with _translated(f"list policies of role {role}"):

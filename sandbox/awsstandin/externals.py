@@ -34,6 +34,8 @@ from sandbox.awsstandin.kinds import (
 
 # Records a Warning event about what could not be applied.
 Notify = Callable[[ManagedObject, str], Awaitable[None]]
+# Told the name of a role whose managed policies changed.
+RoleChanged = Callable[[str], Awaitable[None]]
 REASON_NOT_APPLIED = "NotAppliedByStandIn"
 
 
@@ -58,9 +60,10 @@ def _iso(value: Any) -> str:
 class _Client:
     """What every kind's client shares: the cloud, run in a thread, and the notifier."""
 
-    def __init__(self, cloud: Cloud, notify: Notify) -> None:
+    def __init__(self, cloud: Cloud, notify: Notify, role_changed: RoleChanged) -> None:
         self.cloud = cloud
         self.notify = notify
+        self.role_changed = role_changed
 
     async def call(self, function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """Run a blocking cloud call in a thread."""
@@ -365,6 +368,8 @@ class PolicyClient(_Client):
         """Bring the external resource to the spec."""
         arn = await self.call(self.cloud.policy_arn, meta.external_name(managed))
         await self.call(self.cloud.update_policy, arn, str(_for_provider(managed).get("policy")))
+        for role in await self.call(self.cloud.policy_roles, arn):
+            await self.role_changed(role)
 
     async def delete(self, managed: ManagedObject) -> None:
         """Delete the external resource, or undo the configuration."""
@@ -391,6 +396,7 @@ class AttachmentClient(_Client):
         role, arn = str(for_provider.get("role") or ""), str(for_provider.get("policyArn") or "")
         await self.call(self.cloud.attach, role, arn)
         managed["metadata"].setdefault("annotations", {})[meta.EXTERNAL_NAME] = f"{role}/{arn}"
+        await self.role_changed(role)
         return Creation()
 
     async def apply(self, managed: ManagedObject) -> None:
@@ -401,11 +407,9 @@ class AttachmentClient(_Client):
     async def delete(self, managed: ManagedObject) -> None:
         """Delete the external resource, or undo the configuration."""
         for_provider = _for_provider(managed)
-        await self.call(
-            self.cloud.detach,
-            str(for_provider.get("role") or ""),
-            str(for_provider.get("policyArn") or ""),
-        )
+        role = str(for_provider.get("role") or "")
+        await self.call(self.cloud.detach, role, str(for_provider.get("policyArn") or ""))
+        await self.role_changed(role)
 
 
 _CLIENTS: dict[str, type[_Client]] = {
@@ -423,9 +427,9 @@ _CLIENTS: dict[str, type[_Client]] = {
 class Connector:
     """Hands out the one client of a kind; the stand-in has one set of credentials."""
 
-    def __init__(self, kind: Kind, cloud: Cloud, notify: Notify) -> None:
-        """The connector for ``kind``."""
-        self._client = _CLIENTS[kind.name](cloud, notify)
+    def __init__(self, kind: Kind, cloud: Cloud, notify: Notify, role_changed: RoleChanged) -> None:
+        """The connector for ``kind``; ``role_changed`` hears of changed role policies."""
+        self._client = _CLIENTS[kind.name](cloud, notify, role_changed)
 
     async def connect(self, managed: ManagedObject) -> ExternalClient:
         """The kind's client (the provider config is not read: see the package's notes)."""

@@ -63,21 +63,38 @@ class Identities:
         """
         name = identity_name(role)
         current = self._show(name)
+        key = f"-access_key {access_key} -secret_key {secret_key}"
+        if current is None:
+            self._sync(name, None, policies, f"s3.user.create -name {name} {key}")
+        else:
+            self._sync(name, current, policies, f"s3.accesskey.create -user {name} {key}")
+
+    def refresh(self, role: str, policies: Mapping[str, Mapping[str, Any]]) -> None:
+        """Give the role's identity, if it has one, exactly ``policies`` from now on.
+
+        Raises:
+            IdentityError: SeaweedFS refused a step.
+        """
+        name = identity_name(role)
+        current = self._show(name)
+        if current is not None:
+            self._sync(name, current, policies)
+
+    def _sync(
+        self,
+        name: str,
+        current: Mapping[str, Any] | None,
+        policies: Mapping[str, Mapping[str, Any]],
+        *key_commands: str,
+    ) -> None:
+        """Put the policies, run ``key_commands``, attach the policies and detach the rest."""
         with tempfile.TemporaryDirectory(prefix="standin-policies-") as folder:
             commands = []
             for policy, document in sorted(policies.items()):
                 path = Path(folder) / f"{policy}.json"
                 path.write_text(json.dumps(document))
                 commands.append(f"s3.policy -put -name={policy} -file={path}")
-            if current is None:
-                commands.append(
-                    f"s3.user.create -name {name} -access_key {access_key} -secret_key {secret_key}"
-                )
-            else:
-                commands.append(
-                    f"s3.accesskey.create -user {name} -access_key {access_key} "
-                    f"-secret_key {secret_key}"
-                )
+            commands.extend(key_commands)
             commands.extend(f"s3.policy.attach -policy {p} -user {name}" for p in sorted(policies))
             stale = set((current or {}).get("policies") or []) - set(policies)
             commands.extend(f"s3.policy.detach -policy {p} -user {name}" for p in sorted(stale))

@@ -87,7 +87,7 @@ class AwsStandin:
         resource = kind.resource(namespaced=namespaced)
         reconciler = Reconciler(
             KindAPI(self.cluster, resource, self.events),
-            Connector(kind, self.cloud, self._not_applied),
+            Connector(kind, self.cloud, self._not_applied, self._role_changed),
             poll_interval=self.settings.poll_interval,
             short_wait=self.settings.short_wait,
             # SeaweedFS and moto show what was just made: no grace period to wait out
@@ -110,6 +110,10 @@ class AwsStandin:
                 base_delay=self.settings.short_wait / 4, max_delay=self.settings.poll_interval
             ),
         )
+
+    async def _role_changed(self, role: str) -> None:
+        if self.sts is not None:
+            await asyncio.to_thread(self.sts.bridge.refresh, role)
 
     async def _not_applied(self, managed: ManagedObject, message: str) -> None:
         await self.events.record(managed, WARNING, REASON_NOT_APPLIED, message)

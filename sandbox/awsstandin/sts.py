@@ -3,7 +3,8 @@
 Every request is passed to moto's STS unchanged, and moto's answer back. For a
 successful AssumeRole the bridge first makes the session real in SeaweedFS
 (``identities``): the key moto issued becomes a key of the role's SeaweedFS
-identity, under the role's managed policies as IAM holds them then; once the S3
+identity, under the role's managed policies as IAM holds them (``refresh``
+follows a later attachment, detachment or new policy version); once the S3
 gateway knows the key, the answer goes back with an empty session token, since
 SeaweedFS 4.48 refuses a session token it did not issue. Expired sessions' keys
 are removed at the next AssumeRole. AssumeRole of a role IAM does not have is
@@ -111,6 +112,16 @@ class Bridge:
         return re.sub(
             rb"<SessionToken>[^<]*</SessionToken>", b"<SessionToken></SessionToken>", answer
         )
+
+    def refresh(self, role: str) -> None:
+        """Give the role's sessions in SeaweedFS the role's policies as IAM holds them now.
+
+        Raises:
+            CloudError: IAM cannot be read.
+            IdentityError: SeaweedFS refused a step.
+        """
+        with self._lock:
+            self.identities.refresh(role, self.cloud.role_policies(role) or {})
 
     def _revoke_expired(self) -> None:
         now = datetime.now(UTC)

@@ -11,15 +11,16 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass
+from typing import Any
 
 import pytest
 
 from provider.backup.storage import StorageError, StorageSpec, Store
 from sandbox.awsstandin.standin import AwsStandin
 from sandbox.s3 import Moto, SeaweedFS, use_credentials
-from sandbox.spaces import Kube
+from sandbox.spaces import Kube, wait_for
 from tests.awsstandin.composed import aws_objects
-from tests.awsstandin.test_reconcile import apply, by_kind, wait_ready
+from tests.awsstandin.test_reconcile import apply, by_kind, fetch, wait_ready
 
 _teams = itertools.count()
 PAYLOAD = b"backup archive bytes"
@@ -30,24 +31,31 @@ class Team:
     bucket: str
     prefix: str
     role_arn: str
+    attachment: dict[str, Any]
 
 
-@pytest.fixture(scope="module")
-def team(standin: AwsStandin, aws_kube: Kube, moto_sts: Moto) -> tuple[Team, str, str]:
+def compose_team(kube: Kube, moto_sts: Moto) -> tuple[Team, str, str]:
     """A composite's S3 and IAM objects, Ready; and the writer's pod identity keys."""
     name = f"writer-{next(_teams)}"
     writer = moto_sts.create_identity(f"{name}-pod")
     objects = aws_objects(legacy=False, team=name, trusted_arn=writer.arn)
-    apply(aws_kube, objects)
-    done = {obj["kind"]: wait_ready(aws_kube, obj) for obj in objects}
+    apply(kube, objects)
+    done = {obj["kind"]: wait_ready(kube, obj) for obj in objects}
     rendered = by_kind(objects)
     prefix = rendered["BucketLifecycleConfiguration"]["spec"]["forProvider"]["rule"][0]["filter"]
     found = Team(
         bucket=done["Bucket"]["metadata"]["annotations"]["crossplane.io/external-name"],
         prefix=prefix[0]["prefix"],
         role_arn=done["Role"]["status"]["atProvider"]["arn"],
+        attachment=rendered["RolePolicyAttachment"],
     )
     return found, writer.access_key, writer.secret_key
+
+
+@pytest.fixture(scope="module")
+def team(standin: AwsStandin, aws_kube: Kube, moto_sts: Moto) -> tuple[Team, str, str]:
+    """A team whose objects stay as composed for every test of the module."""
+    return compose_team(aws_kube, moto_sts)
 
 
 @dataclass(frozen=True)
@@ -124,3 +132,42 @@ def test_the_pod_identity_itself_cannot_write_to_the_bucket(
         store.writer(f"{found.prefix}direct.tar.gz") as stream,
     ):
         stream.write(PAYLOAD)
+
+
+def test_detaching_the_policy_takes_the_access_of_a_running_session_away(
+    standin: AwsStandin,
+    aws_kube: Kube,
+    moto_sts: Moto,
+    seaweed: SeaweedFS,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    found, access_key, secret_key = compose_team(aws_kube, moto_sts)
+    use_credentials(monkeypatch, access_key, secret_key, AWS_ENDPOINT_URL_STS=standin.sts_endpoint)
+    store = Store.connect(
+        StorageSpec(found.bucket, "us-east-1", role_arn=found.role_arn, endpoint=seaweed.endpoint)
+    )
+    with store.writer(f"{found.prefix}before.tar.gz") as stream:
+        stream.write(PAYLOAD)
+
+    metadata = found.attachment["metadata"]
+    aws_kube.delete(
+        "rolepolicyattachments",
+        metadata["namespace"],
+        metadata["name"],
+        "iam.aws.m.upbound.io",
+        "v1beta1",
+    )
+    wait_for("the attachment gone", lambda: fetch(aws_kube, found.attachment) is None)
+
+    # The S3 gateway takes the change from the filer within moments.
+    wait_for("the session refused", lambda: _refused(store, f"{found.prefix}after.tar.gz"))
+
+
+def _refused(store: Store, key: str) -> bool:
+    try:
+        with store.writer(key) as stream:
+            stream.write(PAYLOAD)
+    except StorageError as error:
+        assert "AccessDenied" in str(error), error
+        return True
+    return False
