@@ -306,20 +306,20 @@ class RoleClient(_Client):
 
     async def create(self, managed: ManagedObject) -> Creation:
         """Create the external resource."""
-        for_provider = _for_provider(managed)
-        await self.call(
-            self.cloud.create_role,
-            meta.external_name(managed),
-            str(for_provider.get("assumeRolePolicy") or ""),
-            str(for_provider.get("description") or ""),
-        )
+        await self._with_spec(self.cloud.create_role, managed)
         return Creation()
 
     async def apply(self, managed: ManagedObject) -> None:
         """Bring the external resource to the spec."""
+        await self._with_spec(self.cloud.update_role, managed)
+
+    async def _with_spec(
+        self, function: Callable[[str, str, str], None], managed: ManagedObject
+    ) -> None:
+        """Call ``function`` with the role's name, trust policy and description."""
         for_provider = _for_provider(managed)
         await self.call(
-            self.cloud.update_role,
+            function,
             meta.external_name(managed),
             str(for_provider.get("assumeRolePolicy") or ""),
             str(for_provider.get("description") or ""),

@@ -58,6 +58,27 @@ def team(standin: AwsStandin, aws_kube: Kube, moto_sts: Moto) -> tuple[Team, str
     return compose_team(aws_kube, moto_sts)
 
 
+def assume(
+    monkeypatch: pytest.MonkeyPatch,
+    team: tuple[Team, str, str],
+    standin: AwsStandin,
+    seaweed: SeaweedFS,
+    *,
+    role_arn: str = "",
+) -> Store:
+    """The writer's store, as the backup controller connects it: the pod assumes the role."""
+    found, access_key, secret_key = team
+    use_credentials(monkeypatch, access_key, secret_key, AWS_ENDPOINT_URL_STS=standin.sts_endpoint)
+    return Store.connect(
+        StorageSpec(
+            found.bucket,
+            "us-east-1",
+            role_arn=role_arn or found.role_arn,
+            endpoint=seaweed.endpoint,
+        )
+    )
+
+
 @dataclass(frozen=True)
 class WriteCase:
     reason: str
@@ -85,11 +106,8 @@ def test_the_writer_assumes_the_rendered_role_and_writes_only_under_its_prefix(
     seaweed: SeaweedFS,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    found, access_key, secret_key = team
-    use_credentials(monkeypatch, access_key, secret_key, AWS_ENDPOINT_URL_STS=standin.sts_endpoint)
-    store = Store.connect(
-        StorageSpec(found.bucket, "us-east-1", role_arn=found.role_arn, endpoint=seaweed.endpoint)
-    )
+    found = team[0]
+    store = assume(monkeypatch, team, standin, seaweed)
     key = case.key.format(prefix=found.prefix, stem=found.prefix.rstrip("/"))
 
     def write() -> None:
@@ -110,14 +128,10 @@ def test_a_role_iam_does_not_have_cannot_be_assumed(
     seaweed: SeaweedFS,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    found, access_key, secret_key = team
-    use_credentials(monkeypatch, access_key, secret_key, AWS_ENDPOINT_URL_STS=standin.sts_endpoint)
-    missing = found.role_arn.rpartition("/")[0] + "/no-such-role"
+    missing = team[0].role_arn.rpartition("/")[0] + "/no-such-role"
 
     with pytest.raises(StorageError, match="AccessDenied"):
-        Store.connect(
-            StorageSpec(found.bucket, "us-east-1", role_arn=missing, endpoint=seaweed.endpoint)
-        )
+        assume(monkeypatch, team, standin, seaweed, role_arn=missing)
 
 
 def test_the_pod_identity_itself_cannot_write_to_the_bucket(
@@ -141,11 +155,9 @@ def test_detaching_the_policy_takes_the_access_of_a_running_session_away(
     seaweed: SeaweedFS,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    found, access_key, secret_key = compose_team(aws_kube, moto_sts)
-    use_credentials(monkeypatch, access_key, secret_key, AWS_ENDPOINT_URL_STS=standin.sts_endpoint)
-    store = Store.connect(
-        StorageSpec(found.bucket, "us-east-1", role_arn=found.role_arn, endpoint=seaweed.endpoint)
-    )
+    composed = compose_team(aws_kube, moto_sts)
+    found = composed[0]
+    store = assume(monkeypatch, composed, standin, seaweed)
     with store.writer(f"{found.prefix}before.tar.gz") as stream:
         stream.write(PAYLOAD)
 
