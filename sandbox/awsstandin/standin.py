@@ -101,7 +101,7 @@ class AwsStandin:
         )
         flavour = "namespaced" if namespaced else "cluster"
         return Controller(
-            f"standin_{kind.plural}_{flavour}",
+            f"standin-{kind.plural}-{flavour}",
             self.cluster,
             resource,
             reconciler.reconcile,

@@ -1,8 +1,8 @@
 """A kube-apiserver with the upstream provider-aws CRDs, SeaweedFS, moto and the stand-in.
 
-- `aws_kube` (session): its own API server on the session's etcd, with every
+- `aws_kube` (package): its own API server on the session's etcd, with every
   provider-aws CRD of `.tools/crds/provider-aws` installed and Established.
-- `standin` (session): the stand-in reconciling that API server's S3 and IAM
+- `standin` (package): the stand-in reconciling that API server's S3 and IAM
   kinds into the session's SeaweedFS (`seaweed`) and moto (`moto_sts`),
   signing with SeaweedFS's admin key, and serving its STS bridge.
 - `cloud`: the stand-in's own S3 and IAM client with the same key, to look at
@@ -26,7 +26,7 @@ from sandbox.spaces import Kube
 PROVIDER_AWS_CRDS = UPSTREAM_CRDS / "provider-aws"
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def aws_kube(kube_etcd: Etcd) -> Iterator[Kube]:
     """An API server serving the upstream provider-aws kinds."""
     if not PROVIDER_AWS_CRDS.is_dir():
@@ -41,7 +41,7 @@ def _endpoints(seaweed: SeaweedFS, moto_sts: Moto) -> Endpoints:
     return Endpoints(s3=seaweed.endpoint, iam=moto_sts.endpoint)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def standin(aws_kube: Kube, seaweed: SeaweedFS, moto_sts: Moto) -> Iterator[AwsStandin]:
     """The stand-in, polling every two seconds, with SeaweedFS's admin key."""
     with pytest.MonkeyPatch.context() as environment:
