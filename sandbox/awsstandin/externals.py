@@ -129,6 +129,8 @@ class _BucketPart(_Client):
         said = (conditions.find(conditions_now, conditions.READY) or {}).get("message", "")
         if message and message != said:
             await self.notify(managed, message)
+        # Named after the bucket even when nothing was created (written with the finalizer).
+        managed["metadata"].setdefault("annotations", {}).setdefault(meta.EXTERNAL_NAME, bucket)
         _set_at_provider(managed, {"id": bucket, "bucket": bucket})
         return Observation(exists=True, up_to_date=True, ready=_ready(message))
 

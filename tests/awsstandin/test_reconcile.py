@@ -103,6 +103,7 @@ def test_the_composed_objects_become_ready_with_arn_and_id_and_exist_for_real(
         # The reference was resolved into the spec, as crossplane-runtime writes it.
         assert done[kind]["spec"]["forProvider"]["bucket"] == bucket, kind
         assert at[kind]["id"] == bucket, kind
+        assert done[kind]["metadata"]["annotations"]["crossplane.io/external-name"] == bucket
     attachment = done["RolePolicyAttachment"]
     assert attachment["spec"]["forProvider"]["role"] == role
     assert attachment["spec"]["forProvider"]["policyArn"] == policy_arn
