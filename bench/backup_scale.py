@@ -24,15 +24,15 @@ from typing import Any
 import pytest
 
 from bench.backup_job import peak_rss_mib
-from tests.backup.s3 import run_seaweedfs
+from sandbox.apiserver import APIServerFactory, run_etcd
+from sandbox.s3 import run_seaweedfs
+from sandbox.spaces import PROVIDER_CRDS, Kube, wait_for
 from tests.backup.test_roundtrip import (
     BACKUP_CRDS,
     PROVIDER_CRD,
     backup_object,
     instance_with_kubeconfig,
 )
-from tests.kube.apiserver import APIServerFactory, run_etcd
-from tests.provider.harness import PROVIDER_CRDS, Kube, wait_for
 
 ROOT = Path(__file__).resolve().parent.parent
 KUBECTL = ROOT / ".tools" / "bin" / "kubectl"

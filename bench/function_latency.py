@@ -30,7 +30,8 @@ from function.cli import _input
 from function.compose import compose
 from function.observed import Observed, Resource
 from function.render import request
-from tests.servers import free_port, function_server
+from sandbox.apiserver import free_port
+from tests.servers import function_server
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "restore"

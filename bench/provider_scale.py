@@ -17,15 +17,15 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from tests.kube.apiserver import APIServerFactory, run_etcd
-from tests.provider.conftest import connect_to_space
-from tests.provider.harness import (
+from sandbox.apiserver import APIServerFactory, run_etcd
+from sandbox.spaces import (
     Kube,
     SpacesSimulator,
     condition,
     provider,
     wait_for,
 )
+from tests.provider.conftest import connect_to_space
 from tests.provider.test_instance import instance
 
 NAMESPACE = "bench"

@@ -27,6 +27,8 @@ class EventRecorder:
     async def record(self, obj: Mapping[str, Any], type_: str, reason: str, message: str) -> None:
         """Record an event about ``obj`` (Normal or Warning)."""
         metadata = obj["metadata"]
+        # A cluster-scoped object's events go to the default namespace, as client-go's do.
+        namespace = metadata.get("namespace") or "default"
         now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         key = (str(metadata.get("uid")), reason, message)
         seen = self._recent.get(key)
@@ -34,7 +36,7 @@ class EventRecorder:
             name, count = seen
             patch = {"count": count + 1, "lastTimestamp": now}
             try:
-                await self.cluster.merge_patch(kube.EVENTS, metadata["namespace"], name, patch)
+                await self.cluster.merge_patch(kube.EVENTS, namespace, name, patch)
                 self._recent[key] = (name, count + 1)
                 self._recent.move_to_end(key)
                 return
@@ -47,13 +49,13 @@ class EventRecorder:
                 "kind": "Event",
                 "metadata": {
                     "generateName": f"{metadata['name']}.",
-                    "namespace": metadata["namespace"],
+                    "namespace": namespace,
                 },
                 "involvedObject": {
                     "apiVersion": obj["apiVersion"],
                     "kind": obj["kind"],
                     "name": metadata["name"],
-                    "namespace": metadata["namespace"],
+                    "namespace": metadata.get("namespace", ""),
                     "uid": metadata.get("uid"),
                 },
                 "type": type_,

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -11,16 +10,10 @@ from pathlib import Path
 
 import grpc
 
+from sandbox.apiserver import free_port
+
 STARTUP_DEADLINE_SECONDS = 30.0
 STOP_DEADLINE_SECONDS = 10.0
-
-
-def free_port() -> int:
-    """A loopback port nobody listens on right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 @contextlib.contextmanager

@@ -98,6 +98,7 @@ class Boundary:
 
 
 EVERYTHING = ("function/**/*.py", "provider/**/*.py")
+AWS_STANDIN = ("sandbox/awsstandin/**/*.py",)
 PURE_FUNCTION = (
     "function/compose.py",
     "function/model.py",
@@ -169,6 +170,27 @@ BOUNDARIES = [
         forbidden=("boto3", "botocore"),
         exempt=("provider/backup/storage.py",),
     ),
+    Boundary(
+        reason="the product never imports the sandbox",
+        files=EVERYTHING,
+        forbidden=("sandbox",),
+    ),
+    Boundary(
+        reason="in the AWS stand-in only sandbox/awsstandin/cloud.py imports boto3 or botocore",
+        files=AWS_STANDIN,
+        forbidden=("boto3", "botocore"),
+        exempt=("sandbox/awsstandin/cloud.py",),
+    ),
+    Boundary(
+        reason="the AWS stand-in talks to Kubernetes only through provider kube",
+        files=AWS_STANDIN,
+        forbidden=("kubernetes", "kubernetes_asyncio", "aiohttp"),
+    ),
+    Boundary(
+        reason="the AWS stand-in knows nothing of the function or the backup writer",
+        files=AWS_STANDIN,
+        forbidden=("function", "provider.backup", "provider.backups", "provider.restore"),
+    ),
 ]
 
 
@@ -198,6 +220,13 @@ def test_the_scanner_sees_the_kubernetes_and_aiohttp_imports_of_provider_kube() 
 
     assert under_any(modules, ("kubernetes",))
     assert "aiohttp" in modules
+
+
+def test_the_scanner_sees_the_boto3_imports_of_the_stand_ins_cloud_module() -> None:
+    modules = {found.module for found in imports_in("sandbox/awsstandin/cloud.py")}
+
+    assert under_any(modules, ("boto3",))
+    assert under_any(modules, ("botocore",))
 
 
 def under_any(modules: set[str], prefixes: tuple[str, ...]) -> bool:

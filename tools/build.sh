@@ -1,12 +1,17 @@
 #!/usr/bin/env bash
 # Builds the Go tools the tests drive into .tools/bin, from the Go module proxy
-# only, pinned by the go.mod of its tools folder (tools/go.mod for crossplane,
-# tools/kube/go.mod for kube-apiserver, tools/etcd/go.mod for etcd). A tool
-# whose binary already reports the pinned version is not rebuilt, so this is
-# cheap to call before every test run.
+# only, pinned by the go.mod of its tools folder (tools/go.mod for the
+# crossplane CLI, Crossplane core and crane; tools/kube/go.mod for
+# kube-apiserver, kube-controller-manager and kubectl; tools/etcd/go.mod for
+# etcd; tools/flux/<controller>/go.mod for each Flux controller). A tool whose
+# binary already reports the pinned version is not rebuilt, so this is cheap to
+# call before every test run.
 #
 #   tools/build.sh                 build every tool
-#   tools/build.sh crossplane      build one (crossplane, kube_apiserver, etcd)
+#   tools/build.sh crossplane      build one (crossplane, crossplane_core,
+#                                  crane, kube_apiserver, kube_controller_manager,
+#                                  kubectl, etcd, source_controller,
+#                                  kustomize_controller)
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -26,17 +31,68 @@ built() { # <binary> <module>
   go version -m "$1" 2>/dev/null | awk -v m="$2" '($1 == "dep" || $1 == "mod") && $2 == m {print $3}'
 }
 
-build_crossplane() {
-  local dir="${root}/tools" module="github.com/crossplane/crossplane/v2"
+# Copies the YAML files of <subdir> of <module> (as pinned in <tools-dir>) from
+# the module cache into .tools/<dest>, replacing what was there.
+module_files() { # <tools-dir> <module> <subdir> <dest>
+  local source; source="$(cd "$1" && go mod download "$2" && go list -m -f '{{.Dir}}' "$2")"
+  rm -rf "${root}/.tools/$4"
+  mkdir -p "${root}/.tools/$4"
+  cp "${source}/$3/"*.yaml "${root}/.tools/$4/"
+  chmod u+w "${root}/.tools/$4/"*.yaml
+}
+
+# Builds <package> of <module>, pinned by the go.mod in <tools-dir>, into
+# .tools/bin/<binary> unless that binary already reports the pinned version.
+# Extra arguments are ldflags; "%v" in them is replaced by the version.
+build_pinned() { # <binary> <tools-dir> <module> <package> [ldflags...]
+  local binary="$1" dir="$2" module="$3" package="$4"
+  shift 4
   local want; want="$(pinned "${dir}" "${module}")"
-  if [ "$(built "${bin}/crossplane" "${module}")" = "${want}" ]; then
-    echo "crossplane ${want}: cached"
+  if [ "$(built "${bin}/${binary}" "${module}")" = "${want}" ]; then
+    echo "${binary} ${want}: cached"
     return
   fi
-  echo "crossplane ${want}: building"
-  (cd "${dir}" && go build -trimpath \
-    -ldflags "-s -w -X ${module}/internal/version.version=${want}" \
-    -o "${bin}/crossplane" "${module}/cmd/crank")
+  echo "${binary} ${want}: building"
+  local ldflags="-s -w" flag
+  for flag in "$@"; do ldflags+=" ${flag//%v/${want}}"; done
+  (cd "${dir}" && go build -trimpath -ldflags "${ldflags}" \
+    -o "${bin}/${binary}" "${package}")
+}
+
+# The crossplane CLI and Crossplane core, stamped with their release so package
+# dependency constraints (crossplane.version) match.
+crossplane_module="github.com/crossplane/crossplane/v2"
+build_crossplane() {
+  build_pinned crossplane "${root}/tools" "${crossplane_module}" \
+    "${crossplane_module}/cmd/crank" "-X ${crossplane_module}/internal/version.version=%v"
+}
+# Core installs its own CRDs and webhook configurations from files (core init
+# reads CRDS_PATH and WEBHOOK_CONFIGS_PATH): copied beside it from the module.
+build_crossplane_core() {
+  build_pinned crossplane-core "${root}/tools" "${crossplane_module}" \
+    "${crossplane_module}/cmd/crossplane" "-X ${crossplane_module}/internal/version.version=%v"
+  module_files "${root}/tools" "${crossplane_module}" cluster/crds crossplane-core/crds
+  module_files "${root}/tools" "${crossplane_module}" cluster/webhookconfigurations \
+    crossplane-core/webhookconfigurations
+}
+
+# crane serves the loopback OCI registry the packages are pushed to.
+build_crane() {
+  local module="github.com/google/go-containerregistry"
+  build_pinned crane "${root}/tools" "${module}" "${module}/cmd/crane"
+}
+
+# The Flux controllers, one tools folder each: their dependency graphs differ.
+# Each one's CRDs (all six source kinds; the Kustomization) are copied beside it.
+build_source_controller() {
+  local module="github.com/fluxcd/source-controller" dir="${root}/tools/flux/source-controller"
+  build_pinned source-controller "${dir}" "${module}" "${module}"
+  module_files "${dir}" "${module}" config/crd/bases flux/source-controller/crds
+}
+build_kustomize_controller() {
+  local module="github.com/fluxcd/kustomize-controller" dir="${root}/tools/flux/kustomize-controller"
+  build_pinned kustomize-controller "${dir}" "${module}" "${module}"
+  module_files "${dir}" "${module}" config/crd/bases flux/kustomize-controller/crds
 }
 
 # A command of k8s.io/kubernetes (kube-apiserver, kubectl), pinned by tools/kube.
@@ -71,6 +127,7 @@ build_kubernetes() { # <command>
 }
 
 build_kube_apiserver() { build_kubernetes kube-apiserver; }
+build_kube_controller_manager() { build_kubernetes kube-controller-manager; }
 build_kubectl() { build_kubernetes kubectl; }
 
 build_etcd() {
@@ -88,7 +145,8 @@ build_etcd() {
 }
 
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(crossplane kube_apiserver kubectl etcd)
+[ ${#targets[@]} -gt 0 ] || targets=(crossplane crossplane_core crane kube_apiserver
+  kube_controller_manager kubectl etcd source_controller kustomize_controller)
 for target in "${targets[@]}"; do
   "build_${target}"
 done

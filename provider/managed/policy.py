@@ -1,4 +1,9 @@
-"""Management policies, resolved exactly as crossplane-runtime's ManagementPoliciesResolver."""
+"""Management policies, resolved exactly as crossplane-runtime's ManagementPoliciesResolver.
+
+A namespaced (Crossplane v2) managed resource has only ``managementPolicies``.
+A cluster-scoped (legacy) one also has ``deletionPolicy``, which the v1 resolver
+weighs against them when deciding whether to delete the external resource.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +16,8 @@ UPDATE = "Update"
 DELETE = "Delete"
 LATE_INITIALIZE = "LateInitialize"
 ALL = "*"
+DELETION_DELETE = "Delete"
+DELETION_ORPHAN = "Orphan"
 
 # The combinations crossplane-runtime supports; any other is refused.
 SUPPORTED: tuple[frozenset[str], ...] = tuple(
@@ -44,11 +51,20 @@ class Policies:
     """What the reconciler may do to the external resource."""
 
     actions: frozenset[str]
+    # None for a namespaced resource, which has no deletion policy.
+    deletion_policy: str | None = None
 
     @classmethod
-    def of(cls, policies: Iterable[str] | None) -> Policies:
-        """Policies from ``spec.managementPolicies``; absent means ``["*"]``."""
-        return cls(frozenset(policies) if policies is not None else frozenset({ALL}))
+    def of(cls, policies: Iterable[str] | None, deletion_policy: str | None = None) -> Policies:
+        """Policies from ``spec.managementPolicies``; absent means ``["*"]``.
+
+        Args:
+            policies: ``spec.managementPolicies``.
+            deletion_policy: A legacy resource's ``spec.deletionPolicy`` ("Delete"
+                when unset); None for a namespaced resource.
+        """
+        actions = frozenset(policies) if policies is not None else frozenset({ALL})
+        return cls(actions, deletion_policy)
 
     def validate(self) -> None:
         """Refuse a combination crossplane-runtime does not support.
@@ -94,5 +110,14 @@ class Policies:
 
     @property
     def should_delete(self) -> bool:
-        """Whether deleting the managed resource deletes the external one."""
-        return self._allows(DELETE)
+        """Whether deleting the managed resource deletes the external one.
+
+        For a legacy resource, as crossplane-runtime v1's resolver: delete when
+        the deletion policy is Delete and the management policies allow it, or
+        when non-default management policies name Delete; orphan otherwise.
+        """
+        if self.deletion_policy is None:
+            return self._allows(DELETE)
+        if self.deletion_policy == DELETION_DELETE and self._allows(DELETE):
+            return True
+        return self.actions != frozenset({ALL}) and DELETE in self.actions

@@ -18,7 +18,7 @@ from typing import Any, Protocol
 from provider.managed import conditions, meta
 from provider.managed.conditions import Condition
 from provider.managed.external import Connector, ExternalClient, ManagedObject, Observation
-from provider.managed.policy import Policies, UnsupportedPolicyError
+from provider.managed.policy import DELETION_DELETE, Policies, UnsupportedPolicyError
 
 ERR_CREATE_INCOMPLETE = (
     "cannot determine creation result - remove the "
@@ -29,6 +29,7 @@ ERR_EXTERNAL_NOT_EXIST = "observe failed: external resource does not exist"
 # Event reasons, as crossplane-runtime records them.
 REASON_CANNOT_CONNECT = "CannotConnectToProvider"
 REASON_CANNOT_INITIALIZE = "CannotInitializeManagedResource"
+REASON_CANNOT_RESOLVE_REFS = "CannotResolveResourceReferences"
 REASON_CANNOT_OBSERVE = "CannotObserveExternalResource"
 REASON_CANNOT_CREATE = "CannotCreateExternalResource"
 REASON_CANNOT_DELETE = "CannotDeleteExternalResource"
@@ -98,6 +99,18 @@ class ManagedAPI(Protocol):
         ...
 
 
+class ReferenceResolver(Protocol):
+    """Resolves a resource's references to other resources, as crossplane-runtime's."""
+
+    async def resolve(self, managed: ManagedObject) -> bool:
+        """Fill the referenced values into ``managed``'s spec; whether anything changed.
+
+        Raises:
+            Exception: A reference cannot be resolved; the message says which and why.
+        """
+        ...
+
+
 @dataclass(frozen=True)
 class Result:
     """When to reconcile again: after an error with backoff, after a delay, or on change."""
@@ -132,8 +145,9 @@ class Reconciler:
         poll_interval: float = 60.0,
         creation_grace_period: float = 30.0,
         short_wait: float = 5.0,
-        external_name: Callable[[ManagedObject], str] = _default_external_name,
+        external_name: Callable[[ManagedObject], str | None] = _default_external_name,
         deterministic_external_name: bool = False,
+        references: ReferenceResolver | None = None,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
         """Wire the reconciler to its Kubernetes side and its backend."""
@@ -144,6 +158,7 @@ class Reconciler:
         self.short_wait = short_wait
         self.external_name = external_name
         self.deterministic_external_name = deterministic_external_name
+        self.references = references
         self.clock = clock
 
     async def reconcile(self, namespace: str, name: str) -> Result:
@@ -166,7 +181,13 @@ class _Run:
         self.api = reconciler.api
         self.managed = managed
         self.observed_status = copy.deepcopy(managed.get("status") or {})
-        self.policies = Policies.of(managed.get("spec", {}).get("managementPolicies"))
+        spec = managed.get("spec") or {}
+        # Only a cluster-scoped (legacy) resource has a deletion policy.
+        legacy = not managed["metadata"].get("namespace")
+        self.policies = Policies.of(
+            spec.get("managementPolicies"),
+            (spec.get("deletionPolicy") or DELETION_DELETE) if legacy else None,
+        )
         # The Ready condition Observe reported, written with the Synced outcome.
         self.ready: list[Condition] = []
 
@@ -242,6 +263,17 @@ class _Run:
         if meta.was_deleted(self.managed) and not self.policies.should_delete:
             return await self._orphan()
         await self._initialize()
+        if self.r.references is not None and not meta.was_deleted(self.managed):
+            try:
+                changed = await self.r.references.resolve(self.managed)
+            except ConflictError:
+                raise
+            except Exception as error:  # noqa: BLE001 (every resolution failure is reported)
+                return await self._failed(
+                    REASON_CANNOT_RESOLVE_REFS, "cannot resolve references", error
+                )
+            if changed:
+                await self._write_metadata()
         # With a deterministic external name Observe finds what an interrupted
         # create made, so only an unpredictable name must stop here.
         if meta.create_incomplete(self.managed) and not self.r.deterministic_external_name:
@@ -287,13 +319,18 @@ class _Run:
     # Steps.
 
     async def _initialize(self) -> None:
-        """Default the external name, as crossplane-runtime's initializer does."""
+        """Default the external name, as crossplane-runtime's initializer does.
+
+        An ``external_name`` of None leaves it to the backend to name the
+        resource on create (upjet's identifier-from-provider kinds).
+        """
         metadata = self.managed["metadata"]
         if meta.external_name(self.managed):
             return
-        metadata.setdefault("annotations", {})[meta.EXTERNAL_NAME] = self.r.external_name(
-            self.managed
-        )
+        name = self.r.external_name(self.managed)
+        if name is None:
+            return
+        metadata.setdefault("annotations", {})[meta.EXTERNAL_NAME] = name
         await self._write_metadata()
 
     async def _add_finalizer(self) -> None:

@@ -20,7 +20,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from .s3 import WEED_BIN, Moto, SeaweedFS, run_moto, run_seaweedfs
+from sandbox.s3 import WEED_BIN, Moto, SeaweedFS, run_moto, run_seaweedfs
 
 
 @pytest.fixture(scope="session")

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.backup.s3 import SeaweedFS
+from sandbox.s3 import SeaweedFS
+from sandbox.spaces import ProviderProcess, condition, wait_for
 from tests.backup.test_roundtrip import (
     BUCKET,
     NAMESPACE,
@@ -15,7 +16,6 @@ from tests.backup.test_roundtrip import (
     ensure_bucket,
     instance_with_kubeconfig,
 )
-from tests.provider.harness import ProviderProcess, condition, wait_for
 
 
 def test_the_backup_controller_completes_a_backup_and_serves_its_metrics(

@@ -20,7 +20,8 @@ from provider.backup.storage import StorageSpec, Store
 from provider.backups import MAX_ATTEMPTS
 from provider.kube import Cluster
 from provider.restore import RestoreError, Restorer
-from tests.backup.s3 import SeaweedFS, use_credentials
+from sandbox.s3 import SeaweedFS, use_credentials
+from sandbox.spaces import condition
 from tests.backup.test_roundtrip import (
     BUCKET,
     NAMESPACE,
@@ -29,7 +30,6 @@ from tests.backup.test_roundtrip import (
     ensure_bucket,
     instance_with_kubeconfig,
 )
-from tests.provider.harness import condition
 
 _names = itertools.count()
 CONTENT_CANARY = "content-canary-91b2"

@@ -14,7 +14,9 @@ from provider.kube import Cluster
 from provider.managed.reconciler import Reconciler
 from provider.restore import Restorer
 from provider.spaces.backend import SpacesConnector
-from tests.backup.s3 import SeaweedFS
+from sandbox.apiserver import APIServerFactory, Etcd
+from sandbox.s3 import SeaweedFS
+from sandbox.spaces import SPACES_CRD, Kube, SpacesSimulator, condition, wait_for
 from tests.backup.test_roundtrip import (
     BUCKET,
     NAMESPACE,
@@ -24,14 +26,12 @@ from tests.backup.test_roundtrip import (
     instance_with_kubeconfig,
     run_backup,
 )
-from tests.kube.apiserver import APIServerFactory, Etcd
 from tests.provider.conftest import (
     PROVIDER_NAMESPACE,
     SPACE_GROUP,
     SPACE_SECRET,
     cluster_provider_config,
 )
-from tests.provider.harness import SPACES_CRD, Kube, SpacesSimulator, condition, wait_for
 
 
 @pytest.fixture(scope="module")

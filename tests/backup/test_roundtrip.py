@@ -18,9 +18,9 @@ from provider.backup.storage import StorageSpec, Store
 from provider.backups import BackupReconciler
 from provider.kube import Cluster
 from provider.restore import RestoreError, Restorer
-from tests.backup.s3 import SeaweedFS
-from tests.kube.apiserver import APIServer, APIServerFactory, Etcd
-from tests.provider.harness import PROVIDER_CRDS, Kube, wait_for
+from sandbox.apiserver import APIServer, APIServerFactory, Etcd
+from sandbox.s3 import SeaweedFS
+from sandbox.spaces import PROVIDER_CRDS, Kube, wait_for
 
 BACKUP_CRDS = PROVIDER_CRDS.parent.parent.parent / "deploy" / "backup-controller" / "crds"
 NAMESPACE = "team-a"

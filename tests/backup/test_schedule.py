@@ -13,9 +13,9 @@ import yaml
 
 from provider.kube import Cluster
 from provider.schedules import SCHEDULE_LABEL, ScheduleReconciler
+from sandbox.apiserver import APIServerFactory, Etcd
+from sandbox.spaces import Kube, condition
 from tests.backup.test_roundtrip import BACKUP_CRDS
-from tests.kube.apiserver import APIServerFactory, Etcd
-from tests.provider.harness import Kube, condition
 
 _names = itertools.count()
 

@@ -23,9 +23,8 @@ from typing import IO, cast
 import pytest
 
 from provider.backup.storage import MIB, StorageError, StorageSpec, Store
-from tests.servers import free_port
-
-from .s3 import Moto, SeaweedFS, use_credentials
+from sandbox.apiserver import free_port
+from sandbox.s3 import Moto, SeaweedFS, use_credentials
 
 PART = 5 * MIB
 

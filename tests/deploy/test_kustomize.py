@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import pytest
 import yaml
 
-from tests.kube.apiserver import APIServerFactory
+from sandbox.apiserver import APIServerFactory
 from tests.schemas import ROOT
 
 KUBECTL = ROOT / ".tools" / "bin" / "kubectl"

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from .apiserver import (
+from sandbox.apiserver import (
     KUBE_APISERVER_BIN,
     APIServer,
     APIServerFactory,

@@ -12,7 +12,7 @@ import pytest
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
-from .apiserver import APIServer, APIServerFactory
+from sandbox.apiserver import APIServer, APIServerFactory
 
 GROUP = "test.acme.io"
 

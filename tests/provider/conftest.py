@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.kube.apiserver import APIServer, APIServerFactory, Etcd
-from tests.provider.harness import (
+from sandbox.apiserver import APIServer, APIServerFactory, Etcd
+from sandbox.spaces import (
     PROVIDER_CRDS,
     SPACES_CRD,
     Kube,

@@ -16,6 +16,8 @@ from provider.instances import InstanceAPI
 from provider.kube import Cluster
 from provider.managed.reconciler import Reconciler
 from provider.spaces.backend import SpacesClient, SpacesConnector
+from sandbox.apiserver import free_port
+from sandbox.spaces import PROVIDER_CRDS, Kube, condition, wait_for
 from tests.provider.conftest import (
     PROVIDER_NAMESPACE,
     SPACE_GROUP,
@@ -23,9 +25,7 @@ from tests.provider.conftest import (
     Env,
     cluster_provider_config,
 )
-from tests.provider.harness import PROVIDER_CRDS, Kube, condition, wait_for
 from tests.provider.test_instance import control_planes, fresh, instance, ready, synced
-from tests.servers import free_port
 
 # A value that must never surface in a status, an event or a log.
 CANARY = "canary-token-7f3e9a1c"

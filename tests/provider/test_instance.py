@@ -10,8 +10,8 @@ import pytest
 import yaml
 from kubernetes import client, config
 
+from sandbox.spaces import condition, wait_for
 from tests.provider.conftest import SPACE_GROUP, Env
-from tests.provider.harness import condition, wait_for
 
 _names = itertools.count()
 

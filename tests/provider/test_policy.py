@@ -292,3 +292,43 @@ def test_an_unsupported_policy_is_refused_with_a_message_naming_the_field_and_it
 
 def test_an_unsupported_policy_error_is_a_value_error() -> None:
     assert issubclass(UnsupportedPolicyError, ValueError)
+
+
+@dataclass
+class DeletionCase:
+    reason: str
+    policies: tuple[str, ...] | None
+    deletion_policy: str | None
+    should_delete: bool
+
+
+# crossplane-runtime v1's ManagementPoliciesResolver.ShouldDelete, for cluster-scoped
+# (legacy) resources; a namespaced resource has no deletion policy (None).
+DELETION_CASES = [
+    DeletionCase("a namespaced resource deletes with the default policies", None, None, True),
+    DeletionCase(
+        "a namespaced resource without Delete orphans", ("Observe", "Create"), None, False
+    ),
+    DeletionCase("a legacy resource with both defaults deletes", None, "Delete", True),
+    DeletionCase("a legacy resource with deletionPolicy Orphan orphans", None, "Orphan", False),
+    DeletionCase(
+        "a legacy resource with Orphan and the explicit wildcard orphans", ("*",), "Orphan", False
+    ),
+    DeletionCase(
+        "a legacy resource whose non-default policies name Delete deletes despite Orphan",
+        ("Observe", "Create", "Delete"),
+        "Orphan",
+        True,
+    ),
+    DeletionCase(
+        "a legacy resource whose policies lack Delete orphans despite deletionPolicy Delete",
+        ("Observe", "Create", "Update"),
+        "Delete",
+        False,
+    ),
+]
+
+
+@pytest.mark.parametrize("case", DELETION_CASES, ids=lambda case: case.reason)
+def test_deletion_weighs_the_deletion_policy_only_for_legacy_resources(case: DeletionCase) -> None:
+    assert Policies.of(case.policies, case.deletion_policy).should_delete is case.should_delete

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from sandbox.spaces import PROVIDER_CRDS, Kube, ProviderProcess, condition, wait_for
 from tests.provider.conftest import PROVIDER_NAMESPACE, SPACE_SECRET, Env, cluster_provider_config
-from tests.provider.harness import PROVIDER_CRDS, Kube, ProviderProcess, condition, wait_for
 from tests.provider.test_instance import control_planes, fresh, instance, ready
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -197,6 +197,25 @@ class FakeConnector:
         return self.external
 
 
+class FakeReferences:
+    """A ReferenceResolver that fills ``forProvider.bucket``, or fails with ``error``."""
+
+    def __init__(self, value: str = "", error: Exception | None = None) -> None:
+        self.value = value
+        self.error = error
+        self.recorder: Recorder | None = None
+
+    async def resolve(self, managed: ManagedObject) -> bool:
+        assert self.recorder is not None
+        self.recorder.record("references.resolve", managed)
+        if self.error is not None:
+            raise self.error
+        for_provider = managed["spec"]["forProvider"]
+        changed = bool(for_provider.get("bucket") != self.value)
+        for_provider["bucket"] = self.value
+        return changed
+
+
 class MovingClock:
     """A clock the test moves forward."""
 
@@ -235,8 +254,12 @@ def world(
     errors: Mapping[str, Exception] | None = None,
     conflict_on: frozenset[str] = frozenset(),
     deterministic_external_name: bool = False,
+    references: FakeReferences | None = None,
+    external_name: Callable[[ManagedObject], str | None] | None = None,
 ) -> World:
     recorder = Recorder()
+    if references is not None:
+        references.recorder = recorder
     api = FakeAPI(recorder, stored, conflict_on, errors)
     external = FakeExternal(recorder, observation, errors or {})
     clock = MovingClock(NOW)
@@ -247,7 +270,9 @@ def world(
         creation_grace_period=GRACE,
         short_wait=SHORT_WAIT,
         deterministic_external_name=deterministic_external_name,
+        references=references,
         clock=clock,
+        **({"external_name": external_name} if external_name is not None else {}),
     )
     return World(recorder, api, reconciler, clock)
 
@@ -776,3 +801,93 @@ def test_a_connect_error_is_recorded_as_one_warning_event_with_the_wrapped_messa
     w.run()
 
     assert w.api.events == [(WARNING, "CannotConnectToProvider", "connect failed: no credentials")]
+
+
+def test_references_are_resolved_before_connecting_and_the_resolved_spec_is_written() -> None:
+    w = world(managed(), references=FakeReferences("my-bucket"))
+
+    w.run()
+
+    names = w.recorder.names()
+    assert names.index("references.resolve") < names.index("connect"), names
+    written = [obj for name, obj in w.recorder.calls if name == "api.update"]
+    assert written, f"the resolved spec was not written; calls: {names}"
+    assert written[0]["spec"]["forProvider"]["bucket"] == "my-bucket"
+    assert w.stored()["spec"]["forProvider"]["bucket"] == "my-bucket"
+
+
+def test_references_already_resolved_write_nothing() -> None:
+    stored = managed()
+    stored["spec"]["forProvider"]["bucket"] = "my-bucket"
+    w = world(stored, references=FakeReferences("my-bucket"))
+
+    w.run()
+
+    assert "api.update" not in w.recorder.names()
+
+
+def test_an_unresolvable_reference_is_reported_and_reaches_no_backend() -> None:
+    error = ValueError("spec.forProvider.Bucket: referenced field was empty")
+    w = world(managed(), references=FakeReferences(error=error))
+
+    result = w.run()
+
+    assert result == Result(requeue=True)
+    assert not set(BACKEND) & set(w.recorder.names())
+    synced = w.condition("Synced")
+    assert synced is not None
+    assert synced["status"] == "False"
+    assert synced["reason"] == "ReconcileError"
+    assert synced["message"] == (
+        "cannot resolve references: spec.forProvider.Bucket: referenced field was empty"
+    )
+    assert ("Warning", "CannotResolveResourceReferences") in [
+        (type_, reason) for type_, reason, _ in w.api.events
+    ]
+
+
+def test_a_resource_being_deleted_resolves_no_references() -> None:
+    w = world(managed(deleted=True), observation=MISSING, references=FakeReferences("b"))
+
+    w.run()
+
+    assert "references.resolve" not in w.recorder.names()
+
+
+def test_an_external_name_left_to_the_backend_is_not_defaulted() -> None:
+    w = world(managed(external_name=None), observation=MISSING, external_name=lambda _: None)
+
+    w.run()
+
+    assert EXTERNAL_NAME not in w.stored()["metadata"]["annotations"]
+    assert "external.create" in w.recorder.names()
+
+
+@dataclass
+class LegacyDeletionCase:
+    reason: str
+    spec: dict[str, Any]
+    deletes: bool
+
+
+LEGACY_DELETIONS = [
+    LegacyDeletionCase("a cluster-scoped resource deletes by default", {}, deletes=True),
+    LegacyDeletionCase(
+        "a cluster-scoped resource with deletionPolicy Orphan orphans",
+        {"deletionPolicy": "Orphan"},
+        deletes=False,
+    ),
+]
+
+
+@pytest.mark.parametrize("case", LEGACY_DELETIONS, ids=lambda case: case.reason)
+def test_a_cluster_scoped_resource_weighs_its_deletion_policy(case: LegacyDeletionCase) -> None:
+    stored = managed(deleted=True, namespace=None)
+    stored["spec"].update(case.spec)
+    w = world(stored)
+
+    w.run("")
+
+    assert ("external.delete" in w.recorder.names()) is case.deletes
+    if not case.deletes:
+        assert w.stored()["metadata"]["finalizers"] == []

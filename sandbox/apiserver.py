@@ -1,4 +1,4 @@
-"""Real etcd and kube-apiserver processes for tests.
+"""Real etcd and kube-apiserver processes: the clusters of the sandbox and the tests.
 
 `run_etcd` starts one etcd on loopback; `run_apiserver` starts a kube-apiserver
 on loopback that stores its objects in that etcd under one key prefix, with its
@@ -40,8 +40,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-TOOLS_BIN = REPO_ROOT / ".tools" / "bin"
+from sandbox.paths import TOOLS_BIN
+
 KUBE_APISERVER_BIN = TOOLS_BIN / "kube-apiserver"
 ETCD_BIN = TOOLS_BIN / "etcd"
 

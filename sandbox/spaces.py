@@ -1,15 +1,15 @@
-"""Test harness for the provider: a sync client, a Spaces simulator and the provider process."""
+"""A small sync client, a Spaces simulator (the Spaces controller) and the provider process."""
 
 from __future__ import annotations
 
 import base64
 import contextlib
-import os
 import signal
 import subprocess
 import sys
 import threading
 import time
+import urllib.request
 from collections.abc import Callable, Iterator
 from functools import partial
 from pathlib import Path
@@ -19,13 +19,11 @@ import yaml
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
-from tests.kube.apiserver import APIServer
-from tests.servers import free_port
+from sandbox.apiserver import APIServer, free_port
+from sandbox.paths import REPO_ROOT, UPSTREAM_CRDS
 
-ROOT = Path(__file__).resolve().parents[2]
-SHARED = Path(os.environ.get("SHARED_DIR", ROOT.parent / "shared"))
-PROVIDER_CRDS = ROOT / "package" / "provider" / "crds"
-SPACES_CRD = SHARED / "crds" / "spaces" / "spaces.upbound.io_controlplanes.yaml"
+PROVIDER_CRDS = REPO_ROOT / "package" / "provider" / "crds"
+SPACES_CRD = UPSTREAM_CRDS / "spaces" / "spaces.upbound.io_controlplanes.yaml"
 GROUP, VERSION = "controlplane.spaces.upbound.io", "v1alpha1"
 DEADLINE_SECONDS = 60.0
 POLL_SECONDS = 0.1
@@ -142,7 +140,7 @@ class Kube:
             )
         return dict(self.custom.create_cluster_custom_object(group, version, plural, obj))
 
-    def patch(
+    def patch(  # noqa: PLR0917 (the object's coordinates, in the order the client takes them)
         self,
         plural: str,
         namespace: str | None,
@@ -299,6 +297,7 @@ class ProviderProcess:
         self.process: subprocess.Popen[bytes] | None = None
 
     def start(self) -> ProviderProcess:
+        """Start the process (it is not waited on)."""
         script = Path(sys.executable).with_name(self.command)
         log = self.log_path.open("ab")
         self.process = subprocess.Popen(
@@ -335,14 +334,15 @@ class ProviderProcess:
         return int(self.process.returncode)
 
     def alive(self) -> bool:
+        """Whether it runs."""
         return self.process is not None and self.process.poll() is None
 
     def log(self) -> str:
+        """Its whole output so far."""
         return self.log_path.read_text(errors="replace")
 
     def metrics(self) -> str:
-        import urllib.request
-
+        """Its Prometheus metrics page."""
         with urllib.request.urlopen(
             f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=5
         ) as response:
