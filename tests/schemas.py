@@ -1,6 +1,7 @@
 """A fast in-process check of objects against CRD and XRD schemas.
 
-The upstream CRDs in ``../shared/crds`` and our own CRDs are read once; each
+The upstream CRDs (fetched from pinned modules into ``.tools/crds`` by
+``tools/build.sh crds``; see tools/CRDS.md) and our own CRDs are read once; each
 object is checked with JSON Schema against its kind's openAPIV3Schema, with
 unknown fields refused (the API server would silently prune them, which hides
 typos). CEL rules are left to ``crossplane beta validate`` and the API server.
@@ -9,7 +10,6 @@ typos). CEL rules are left to ``crossplane beta validate`` and the API server.
 from __future__ import annotations
 
 import copy
-import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cache
@@ -19,9 +19,9 @@ from typing import Any
 import jsonschema
 import yaml
 
+from sandbox.paths import UPSTREAM_CRDS
+
 ROOT = Path(__file__).resolve().parent.parent
-SHARED = Path(os.environ.get("SHARED_DIR", ROOT.parent / "shared"))
-UPSTREAM_CRDS = SHARED / "crds"
 OUR_CRDS = (ROOT / "package" / "provider" / "crds", ROOT / "deploy" / "backup-controller" / "crds")
 XRDS = ROOT / "xrds"
 
@@ -102,11 +102,19 @@ def _kinds_of_xrd(xrd: dict[str, Any]) -> Iterator[Kind]:
         )
 
 
+def upstream_crds() -> Path:
+    """The folder of upstream CRDs; fails with the command that fetches them when missing."""
+    if not (UPSTREAM_CRDS / ".stamp").is_file():
+        msg = f"{UPSTREAM_CRDS} is missing: fetch it with tools/build.sh crds (make test does)"
+        raise FileNotFoundError(msg)
+    return UPSTREAM_CRDS
+
+
 @cache
 def kinds() -> dict[tuple[str, str], Kind]:
     """Every kind we can check, by (apiVersion, kind)."""
     found: dict[tuple[str, str], Kind] = {}
-    for path in yaml_files(UPSTREAM_CRDS, *OUR_CRDS, XRDS):
+    for path in yaml_files(upstream_crds(), *OUR_CRDS, XRDS):
         for doc in yaml.safe_load_all(path.read_text()):
             if not isinstance(doc, dict):
                 continue

@@ -3,15 +3,19 @@
 # only, pinned by the go.mod of its tools folder (tools/go.mod for the
 # crossplane CLI, Crossplane core and crane; tools/kube/go.mod for
 # kube-apiserver, kube-controller-manager and kubectl; tools/etcd/go.mod for
-# etcd; tools/flux/<controller>/go.mod for each Flux controller). A tool whose
-# binary already reports the pinned version is not rebuilt, so this is cheap to
-# call before every test run.
+# etcd; tools/flux/<controller>/go.mod for each Flux controller;
+# tools/controller-gen/go.mod for controller-gen), and fetches the upstream
+# CRDs the tests validate against into .tools/crds, pinned by version and sum
+# in tools/crds.lock. A tool whose binary already reports the pinned version is
+# not rebuilt, and CRDs whose stamp matches the lock are not fetched again, so
+# this is cheap to call before every test run.
 #
-#   tools/build.sh                 build every tool
+#   tools/build.sh                 build every tool and fetch the CRDs
 #   tools/build.sh crossplane      build one (crossplane, crossplane_core,
 #                                  crane, kube_apiserver, kube_controller_manager,
 #                                  kubectl, etcd, source_controller,
-#                                  kustomize_controller)
+#                                  kustomize_controller, controller_gen) or
+#                                  fetch the CRDs (crds)
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -144,9 +148,108 @@ build_etcd() {
     -o "${bin}/etcd" "${module}")
 }
 
+# controller-gen generates the Spaces CRDs (build_crds).
+build_controller_gen() {
+  local module="sigs.k8s.io/controller-tools"
+  build_pinned controller-gen "${root}/tools/controller-gen" "${module}" \
+    "${module}/cmd/controller-gen"
+}
+
+# Downloads one module at an exact version through the module proxy (which
+# refuses version listings for some of these, so nothing here resolves a
+# query), checks its h1: sum against the one tools/crds.lock records, and
+# prints its folder in the module cache.
+fetch_module() { # <module> <version> <h1 sum>
+  local json dir sum
+  if ! json="$(cd "${crds_work}" && GOFLAGS=-mod=mod go mod download -json "$1@$2")"; then
+    echo "crds: cannot download $1@$2: ${json}" >&2
+    return 1
+  fi
+  dir="$(sed -n 's/^[[:space:]]*"Dir": "\(.*\)",*$/\1/p' <<<"${json}")"
+  sum="$(sed -n 's/^[[:space:]]*"Sum": "\(.*\)",*$/\1/p' <<<"${json}")"
+  if [ "${sum}" != "$3" ]; then
+    echo "crds: $1@$2 has sum ${sum}; tools/crds.lock records $3" >&2
+    return 1
+  fi
+  echo "${dir}"
+}
+
+# Runs controller-gen over packages of a module and prints the folder it wrote
+# the CRDs to. The module cache is read-only, so it runs in a copy; the
+# module's own go.sum pins what its types import.
+generate_crds() { # <module folder> <packages> <output folder>
+  local src; src="$(mktemp -d "${crds_work}/src.XXXXXX")"
+  cp -R "$1/." "${src}"
+  chmod -R u+w "${src}"
+  (cd "${src}" && GOFLAGS=-mod=readonly "${bin}/controller-gen" crd paths="$2" output:crd:dir="$3")
+}
+
+# The upstream CRDs the tests validate against, into .tools/crds with one
+# folder per upstream (flux, crossplane, provider-aws, spaces), as
+# tools/crds.lock says. The stamp records the lock, this function and
+# controller-gen's version, then every file's sha256: when all of them still
+# hold, nothing is fetched. A new set is staged beside the old one and swapped
+# in whole, so a reader never sees half of one.
+build_crds() {
+  local lock="${root}/tools/crds.lock" out="${root}/.tools/crds"
+  local want
+  want="lock $(sha256sum <"${lock}" | cut -c1-64)"
+  want+=" script $(declare -f build_crds fetch_module generate_crds | sha256sum | cut -c1-64)"
+  want+=" controller-gen $(pinned "${root}/tools/controller-gen" sigs.k8s.io/controller-tools)"
+  if [ -f "${out}/.stamp" ] && [ "$(head -1 "${out}/.stamp")" = "${want}" ] &&
+    (cd "${out}" && tail -n +2 .stamp | sha256sum --check --quiet --strict >/dev/null 2>&1); then
+    echo "crds: cached"
+    return
+  fi
+  echo "crds: fetching"
+  build_controller_gen
+  crds_work="$(mktemp -d)"
+  crds_staging="${out}.new.$$"
+  trap 'rm -rf "${crds_work}" "${crds_staging}"' EXIT
+  mkdir -p "${crds_staging}"
+  local -A module_dir=() generated=()
+  local verb folder module arg sum
+  while read -r verb folder module arg sum; do
+    case "${verb}" in
+      module) # folder is the module path here, module its version, arg its sum
+        module_dir["${folder}"]="$(fetch_module "${folder}" "${module}" "${arg}")" ;;
+      copy)
+        mkdir -p "${crds_staging}/${folder}"
+        cp "${module_dir[${module}]}/${arg}" "${crds_staging}/${folder}/"
+        ;;
+      generate)
+        local key="${module} ${arg}"
+        if [ -z "${generated[${key}]-}" ]; then
+          generated["${key}"]="$(mktemp -d "${crds_work}/gen.XXXXXX")"
+          generate_crds "${module_dir[${module}]}" "${arg}" "${generated[${key}]}"
+        fi
+        mkdir -p "${crds_staging}/${folder}"
+        cp "${generated[${key}]}/${sum}" "${crds_staging}/${folder}/"
+        ;;
+      '' | \#*) ;;
+      *)
+        echo "crds: tools/crds.lock: unknown line: ${verb} ${folder} ${module} ${arg} ${sum}" >&2
+        return 1
+        ;;
+    esac
+  done <"${lock}"
+  chmod -R u+rw,go+r "${crds_staging}"
+  (cd "${crds_staging}" && {
+    echo "${want}"
+    find . -type f -name '*.yaml' | LC_ALL=C sort | xargs sha256sum
+  } >.stamp)
+  if [ -e "${out}" ]; then
+    mv "${out}" "${out}.old.$$"
+  fi
+  mv "${crds_staging}" "${out}"
+  rm -rf "${out}.old.$$" "${crds_work}"
+  trap - EXIT
+  echo "crds: $(grep -c '\.yaml$' "${out}/.stamp") files in ${out}"
+}
+
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=(crossplane crossplane_core crane kube_apiserver
-  kube_controller_manager kubectl etcd source_controller kustomize_controller)
+  kube_controller_manager kubectl etcd source_controller kustomize_controller crds)
 for target in "${targets[@]}"; do
   "build_${target}"
 done

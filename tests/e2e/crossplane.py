@@ -9,7 +9,7 @@ from typing import Any
 
 import yaml
 
-from tests.schemas import OUR_CRDS, ROOT, UPSTREAM_CRDS, XRDS
+from tests.schemas import OUR_CRDS, ROOT, XRDS, upstream_crds
 
 BINARY = ROOT / ".tools" / "bin" / "crossplane"
 DEVELOPMENT_TARGET = "render.crossplane.io/runtime-development-target"
@@ -52,15 +52,17 @@ def render(
 
 
 # `beta validate` loads Crossplane's own CRDs from a package it would pull
-# from a registry. No registry but the package ones is reachable here, so the
-# cache is seeded with the upstream Crossplane CRDs in ../shared/crds under a
-# name of our own, which validate then reads instead of pulling.
-CROSSPLANE_SCHEMAS_IMAGE = "shared/crossplane-crds:upstream"
+# from an OCI registry. No registry but the package ones is reachable here, so
+# the cache is seeded with the upstream Crossplane CRDs that tools/build.sh
+# fetched into .tools/crds/crossplane (from the crossplane module of the same
+# version as the CLI) under a name of our own, which validate then reads
+# instead of pulling.
+CROSSPLANE_SCHEMAS_IMAGE = "local/crossplane-crds:upstream"
 
 
 def extensions(into: Path) -> Path:
     """A folder of every CRD and XRD (but Crossplane's own) to validate against."""
-    for source in (*sorted(p for p in UPSTREAM_CRDS.iterdir() if p.is_dir()), *OUR_CRDS, XRDS):
+    for source in (*sorted(p for p in upstream_crds().iterdir() if p.is_dir()), *OUR_CRDS, XRDS):
         if source.name != "crossplane":
             shutil.copytree(source, into / f"{source.parent.name}-{source.name}")
     return into
@@ -70,7 +72,7 @@ def seeded_cache(into: Path) -> Path:
     """A validate cache holding the upstream Crossplane CRDs as its Crossplane package."""
     package = into / CROSSPLANE_SCHEMAS_IMAGE.replace(":", "@")
     package.mkdir(parents=True)
-    documents = [p.read_text() for p in sorted((UPSTREAM_CRDS / "crossplane").glob("*.yaml"))]
+    documents = [p.read_text() for p in sorted((upstream_crds() / "crossplane").glob("*.yaml"))]
     (package / "package.yaml").write_text("\n---\n".join(documents))
     return into
 

@@ -1,0 +1,96 @@
+"""The repository stands on its own: nothing in it reads a folder beside the clone.
+
+A user's clone has nothing next to it; the upstream CRDs come from pinned
+modules through ``tools/build.sh crds`` (tools/CRDS.md). This test names the
+ways the old layout was reached, so it is the one tracked file allowed to
+spell them, and it leaves itself out by its own path.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+THIS_FILE = Path(__file__).resolve().relative_to(ROOT).as_posix()
+
+# A sibling folder of the clone by relative path, by an environment variable
+# that pointed at it, by an absolute path on the build machine, or by a path
+# built from the repository root's parent.
+OUTSIDE_READS = re.compile(r"\.\./shared|SHARED_DIR|/work/shared|\.parent\s*/\s*['\"]shared['\"]")
+
+
+def repository_files() -> list[str]:
+    """Every file git tracks or would track (not ignored), relative to the root."""
+    listing = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=ROOT,
+        capture_output=True,
+        check=True,
+    ).stdout.decode()
+    return [name for name in listing.split("\0") if name]
+
+
+def outside_reads(text: str) -> list[str]:
+    """The lines of ``text`` that reach outside the clone, numbered from 1."""
+    return [
+        f"{number}: {line.strip()}"
+        for number, line in enumerate(text.splitlines(), start=1)
+        if OUTSIDE_READS.search(line)
+    ]
+
+
+@dataclass(frozen=True)
+class LineCase:
+    reason: str
+    line: str
+    want_flagged: bool
+
+
+LINE_CASES = [
+    LineCase("A relative path to the sibling folder is flagged.", "see ../shared/crds", True),
+    LineCase(
+        "The old environment variable is flagged.",
+        'Path(os.environ.get("SHARED_DIR", ROOT.parent / "shared"))',
+        True,
+    ),
+    LineCase("A path built from the root's parent is flagged.", "ROOT.parent / 'shared'", True),
+    LineCase("The build machine's absolute path is flagged.", "cp -r /work/shared/crds .", True),
+    LineCase(
+        "The fetched CRDs inside the clone are not flagged.", 'ROOT / ".tools" / "crds"', False
+    ),
+    LineCase(
+        "The Spaces SharedBackupConfig kind is not flagged.",
+        "spaces.upbound.io_sharedbackupconfigs.yaml",
+        False,
+    ),
+]
+
+
+@pytest.mark.parametrize("case", LINE_CASES, ids=lambda case: case.reason)
+def test_the_check_flags_every_way_of_reaching_beside_the_clone(case: LineCase) -> None:
+    assert bool(outside_reads(case.line)) is case.want_flagged, case.reason
+
+
+def test_no_tracked_file_reads_a_folder_beside_the_clone() -> None:
+    files = repository_files()
+    # The listing is the repository's: it holds this very file.
+    assert THIS_FILE in files, files
+    found = {}
+    for name in files:
+        if name == THIS_FILE:
+            continue
+        path = ROOT / name
+        if not path.is_file():
+            continue
+        try:
+            text = path.read_text()
+        except UnicodeDecodeError:
+            continue
+        if lines := outside_reads(text):
+            found[name] = lines
+    assert not found, f"files that reach beside the clone: {found}"
