@@ -1,4 +1,16 @@
-"""``controlplane-provider`` and ``controlplane-backup-controller``: run the controllers."""
+"""``controlplane-provider`` and ``controlplane-backup-controller``: run the controllers.
+
+Their flags are those of crossplane-runtime providers (provider-kubernetes and
+upjet's providers), so a DeploymentRuntimeConfig written for one fits these:
+``--poll`` and ``--sync`` take Go durations (``30s``, ``1m``, ``1h30m``),
+``--max-reconcile-rate``, ``-l/--leader-election`` (or ``LEADER_ELECTION``),
+``-d/--debug``, ``--metrics-bind-address`` (or ``METRICS_BIND_ADDRESS``), and
+the Lease lives in ``POD_NAMESPACE``, which Crossplane's package runtime sets.
+As kingpin's ``DefaultEnvars`` does for those providers, every flag without a
+variable of its own is also read from ``<COMMAND>_<FLAG>``, e.g.
+``CONTROLPLANE_PROVIDER_POLL=5m``. A flag is one entry of ``COMMON_FLAGS`` or
+``PROVIDER_FLAGS`` and one field of ``Options``.
+"""
 
 from __future__ import annotations
 
@@ -29,10 +41,18 @@ from provider.model import (
 )
 from provider.restore import Restorer
 from provider.runtime import logs, metrics
+from provider.runtime.durations import format_go_duration, parse_go_duration
 from provider.schedules import ScheduleReconciler, schedule_of_backup
 from provider.spaces.backend import SpacesConnector
 
 log = logging.getLogger("provider")
+
+PROVIDER = "controlplane-provider"
+BACKUP_CONTROLLER = "controlplane-backup-controller"
+DEFAULT_POLL = "1m"
+DEFAULT_SYNC = "1h"
+MINIMUM_POLL_SECONDS = 1.0
+MINIMUM_SYNC_SECONDS = 1.0
 
 
 @dataclass(frozen=True)
@@ -41,92 +61,238 @@ class Options:
 
     kubeconfig: str | None
     poll_interval: float
+    sync_period: float
     concurrency: int
     leader_election: bool
     leader_election_namespace: str
     metrics_address: str
     metrics_port: int
     lease: str
+    debug: bool
 
 
 Build = Callable[[Cluster, Options], tuple[list[Controller], Callable[[], Awaitable[None]]]]
 
 
-def _common(command: Callable[..., None]) -> Callable[..., None]:
-    """The flags both controllers take."""
-    for option in reversed(
-        [
-            click.option("--kubeconfig", envvar="KUBECONFIG", help="Default: in-cluster config."),
-            click.option(
-                "--max-reconcile-rate",
-                "--concurrency",
-                "concurrency",
-                default=10,
-                show_default=True,
-                type=click.IntRange(min=1),
-                help="Objects reconciled at once.",
-            ),
-            click.option(
-                "--leader-election", is_flag=True, help="Run only while holding the Lease."
-            ),
-            click.option(
-                "--leader-election-namespace",
-                default=lambda: os.environ.get("POD_NAMESPACE", "crossplane-system"),
-                show_default="$POD_NAMESPACE or crossplane-system",
-            ),
-            click.option(
-                "--metrics-bind-address",
-                default="0.0.0.0:8080",
-                show_default=True,
-                help="host:port of /metrics, /healthz and /readyz.",
-            ),
-            click.option("--debug", "-d", is_flag=True, help="Log at debug level."),
-        ]
-    ):
-        command = option(command)
-    return command
+class Duration(click.ParamType[float]):
+    """A Go duration (``30s``, ``1m``, ``1h30m``) of at least ``minimum`` seconds, as seconds.
+
+    ``bare_seconds`` also takes a plain number of seconds, which the flag took
+    before it took durations.
+    """
+
+    name = "duration"
+
+    def __init__(self, minimum: float, *, bare_seconds: bool = False) -> None:
+        """A duration of at least ``minimum`` seconds."""
+        self.minimum = minimum
+        self.bare_seconds = bare_seconds
+
+    def convert(
+        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
+    ) -> float:
+        """The value in seconds; a usage error naming the flag, with an example, when bad."""
+        if isinstance(value, float):
+            return value
+        text = str(value).strip()
+        flag = param.opts[0] if param is not None and param.opts else "the flag"
+        example = f"e.g. {flag}=30s, {flag}=1m or {flag}=1h30m"
+        try:
+            seconds = float(text) if self.bare_seconds and _is_number(text) else None
+            if seconds is None:
+                seconds = parse_go_duration(text)
+        except ValueError as error:
+            self.fail(f"{error}; {example}", param, ctx)
+        if seconds < self.minimum:
+            shown = format_go_duration(self.minimum)
+            self.fail(f"{text!r} is shorter than {shown}; {example}", param, ctx)
+        return seconds
+
+
+class BindAddress(click.ParamType[tuple[str, int]]):
+    """``host:port`` (``:port`` for every address), as (host, port)."""
+
+    name = "host:port"
+
+    def convert(
+        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
+    ) -> tuple[str, int]:
+        """The host and port; a usage error naming the flag, with an example, when bad."""
+        if isinstance(value, tuple):
+            return (str(value[0]), int(value[1]))
+        host, colon, port = str(value).rpartition(":")
+        if not colon or not port.isdigit() or not 0 <= int(port) <= 65535:
+            flag = param.opts[0] if param is not None and param.opts else "the flag"
+            self.fail(f"{value!r} is not host:port; e.g. {flag}=0.0.0.0:8080", param, ctx)
+        return (host or "0.0.0.0", int(port))  # noqa: S104 (the in-cluster default)
+
+
+class Count(click.ParamType[int]):
+    """A whole number of at least one."""
+
+    name = "integer"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
+        """The number; a usage error naming the flag, with an example, when bad."""
+        text = str(value).strip()
+        if not text.isdigit() or int(text) < 1:
+            flag = param.opts[0] if param is not None and param.opts else "the flag"
+            self.fail(f"{text!r} is not a whole number of at least 1; e.g. {flag}=10", param, ctx)
+        return int(text)
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+Flag = Callable[[Callable[..., None]], Callable[..., None]]
+
+COMMON_FLAGS: list[Flag] = [
+    click.option(
+        "--kubeconfig",
+        envvar="KUBECONFIG",
+        show_envvar=True,
+        help="Default: the in-cluster config.",
+    ),
+    click.option(
+        "--sync",
+        "-s",
+        "--sync-interval",
+        "sync",
+        type=Duration(MINIMUM_SYNC_SECONDS),
+        default=DEFAULT_SYNC,
+        show_default=True,
+        show_envvar=True,
+        help="How often every object is queued again, whatever its last result said.",
+    ),
+    click.option(
+        "--max-reconcile-rate",
+        "--concurrency",
+        "max_reconcile_rate",
+        default=10,
+        show_default=True,
+        show_envvar=True,
+        type=Count(),
+        help="The number of reconciles that may run at one time.",
+    ),
+    click.option(
+        "--leader-election/--no-leader-election",
+        "-l",
+        envvar="LEADER_ELECTION",
+        show_envvar=True,
+        help="Run only while holding the Lease.",
+    ),
+    click.option(
+        "--leader-election-namespace",
+        envvar="POD_NAMESPACE",
+        show_envvar=True,
+        default="crossplane-system",
+        show_default=True,
+        help="The namespace of the Lease.",
+    ),
+    click.option(
+        "--metrics-bind-address",
+        envvar="METRICS_BIND_ADDRESS",
+        show_envvar=True,
+        type=BindAddress(),
+        default="0.0.0.0:8080",
+        show_default=True,
+        help="host:port of /metrics, /healthz and /readyz.",
+    ),
+    click.option("--debug", "-d", is_flag=True, show_envvar=True, help="Log at debug level."),
+]
+
+PROVIDER_FLAGS: list[Flag] = [
+    click.option(
+        "--poll",
+        type=Duration(MINIMUM_POLL_SECONDS),
+        default=None,
+        show_default=DEFAULT_POLL,
+        show_envvar=True,
+        help="How often a settled Instance is checked for drift.",
+    ),
+    click.option(
+        "--poll-interval",
+        type=Duration(MINIMUM_POLL_SECONDS, bare_seconds=True),
+        default=None,
+        show_envvar=True,
+        help="The same as --poll; a bare number is seconds.",
+    ),
+]
+
+
+def _with(flags: list[Flag]) -> Flag:
+    """Add ``flags`` to a command, in the order listed."""
+
+    def decorate(command: Callable[..., None]) -> Callable[..., None]:
+        for flag in reversed(flags):
+            command = flag(command)
+        return command
+
+    return decorate
+
+
+def _env_prefix(command: str) -> dict[str, Any]:
+    """Click settings that read every flag from ``<COMMAND>_<FLAG>`` too."""
+    return {"auto_envvar_prefix": command.upper().replace("-", "_")}
 
 
 def _options(lease: str, poll_interval: float, **flags: Any) -> Options:
-    logs.setup(debug=bool(flags["debug"]))
-    address = str(flags["metrics_bind_address"])
-    host, _, port = address.rpartition(":")
-    if not port.isdigit():
-        msg = f"--metrics-bind-address must be host:port (got {address!r})"
-        raise click.UsageError(msg)
+    host, port = flags["metrics_bind_address"]
     return Options(
         kubeconfig=flags["kubeconfig"],
         poll_interval=poll_interval,
-        concurrency=int(flags["concurrency"]),
+        sync_period=float(flags["sync"]),
+        concurrency=int(flags["max_reconcile_rate"]),
         leader_election=bool(flags["leader_election"]),
         leader_election_namespace=str(flags["leader_election_namespace"]),
-        metrics_address=host or "0.0.0.0",  # noqa: S104
+        metrics_address=str(host),
         metrics_port=int(port),
         lease=lease,
+        debug=bool(flags["debug"]),
     )
 
 
-@click.command()
-@click.option(
-    "--poll-interval",
-    default=60.0,
-    show_default=True,
-    type=click.FloatRange(min=1),
-    help="Seconds between polls of a settled Instance.",
-)
-@_common
-def main(poll_interval: float, **flags: Any) -> None:
+def provider_options(**flags: Any) -> Options:
+    """The provider's settings from its parsed flags."""
+    poll, poll_interval = flags.pop("poll"), flags.pop("poll_interval")
+    if poll is not None and poll_interval is not None and poll != poll_interval:
+        msg = "--poll and --poll-interval are one setting: pass one, e.g. --poll=1m"
+        raise click.UsageError(msg)
+    seconds = poll if poll is not None else poll_interval
+    if seconds is None:
+        seconds = parse_go_duration(DEFAULT_POLL)
+    return _options(PROVIDER, float(seconds), **flags)
+
+
+@click.command(PROVIDER, context_settings=_env_prefix(PROVIDER))
+@_with([*PROVIDER_FLAGS, *COMMON_FLAGS])
+def main(**flags: Any) -> None:
     """Reconcile Instances into Upbound Spaces ControlPlanes."""
-    asyncio.run(
-        run(_options("controlplane-provider", poll_interval, **flags), provider_controllers)
-    )
+    options = provider_options(**flags)
+    logs.setup(debug=options.debug)
+    asyncio.run(run(options, provider_controllers))
 
 
-@click.command()
-@_common
+def backup_options(**flags: Any) -> Options:
+    """The Backup controller's settings from its parsed flags.
+
+    It has nothing to poll (a BackupSchedule wakes at its own times), so it
+    takes no --poll; the interval is unused.
+    """
+    return _options(BACKUP_CONTROLLER, parse_go_duration(DEFAULT_POLL), **flags)
+
+
+@click.command(BACKUP_CONTROLLER, context_settings=_env_prefix(BACKUP_CONTROLLER))
+@_with(COMMON_FLAGS)
 def backup_main(**flags: Any) -> None:
     """Run the Backup and BackupSchedule controllers."""
-    options = _options("controlplane-backup-controller", 60.0, **flags)
+    options = backup_options(**flags)
+    logs.setup(debug=options.debug)
     asyncio.run(run(options, backup_controllers))
 
 
@@ -201,6 +367,7 @@ def provider_controllers(
             INSTANCES,
             reconciler.reconcile,
             workers=options.concurrency,
+            sync_period=options.sync_period,
         ),
         Controller(
             "providerconfig",
@@ -209,6 +376,7 @@ def provider_controllers(
             configs.reconcile,
             workers=1,
             also_watch=((PROVIDER_CONFIG_USAGES, config_of_usage),),
+            sync_period=options.sync_period,
         ),
         Controller(
             "clusterproviderconfig",
@@ -217,6 +385,7 @@ def provider_controllers(
             cluster_configs.reconcile,
             workers=1,
             also_watch=((CLUSTER_PROVIDER_CONFIG_USAGES, config_of_usage),),
+            sync_period=options.sync_period,
         ),
     ]
     return controllers, connector.close
@@ -229,7 +398,14 @@ def backup_controllers(
     backups = BackupReconciler(cluster)
     schedules = ScheduleReconciler(cluster)
     controllers = [
-        Controller("backup", cluster, BACKUPS, backups.reconcile, workers=options.concurrency),
+        Controller(
+            "backup",
+            cluster,
+            BACKUPS,
+            backups.reconcile,
+            workers=options.concurrency,
+            sync_period=options.sync_period,
+        ),
         Controller(
             "backupschedule",
             cluster,
@@ -237,6 +413,7 @@ def backup_controllers(
             schedules.reconcile,
             workers=2,
             also_watch=((BACKUPS, schedule_of_backup),),
+            sync_period=options.sync_period,
         ),
     ]
 

@@ -3,7 +3,9 @@
 The queue (``runtime.queue``) gives client-go's guarantees: a key is never
 reconciled by two workers at once, failures back off per key, and a
 successful reconcile comes back after the poll interval (with jitter, so a
-fleet of resources does not poll in lockstep).
+fleet of resources does not poll in lockstep). Every sync period, every object
+of the kind last seen is queued again (controller-runtime's SyncPeriod), so
+nothing is left alone for longer whatever became of its requeue.
 """
 
 from __future__ import annotations
@@ -52,8 +54,13 @@ class Controller:
         workers: int = 4,
         also_watch: tuple[tuple[Resource, Mapper], ...] = (),
         queue: RateLimitingQueue[Key] | None = None,
+        sync_period: float | None = None,
     ) -> None:
-        """Reconcile ``resource``; ``also_watch`` maps other kinds' events to its keys."""
+        """Reconcile ``resource``; ``also_watch`` maps other kinds' events to its keys.
+
+        ``sync_period`` (seconds) queues every object of ``resource`` again that
+        often; ``None`` never does.
+        """
         self.name = name
         self.cluster = cluster
         self.resource = resource
@@ -61,7 +68,10 @@ class Controller:
         self.workers = workers
         self.sources: tuple[tuple[Resource, Mapper], ...] = ((resource, own_key), *also_watch)
         self.queue: RateLimitingQueue[Key] = queue or RateLimitingQueue()
+        self.sync_period = sync_period
         self.synced = asyncio.Event()
+        # The keys of ``resource`` the list and watch last saw, for the resync.
+        self._seen: set[Key] = set()
         self._executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix=name)
         metrics.track_workqueue_depth(name, lambda: float(len(self.queue)))
 
@@ -77,6 +87,8 @@ class Controller:
             await _first(done.wait(), stop.wait())
         if not stop.is_set():
             self.synced.set()
+        if self.sync_period is not None:
+            watchers.append(asyncio.create_task(self._resync(self.sync_period, stop)))
         await stop.wait()
         self.queue.shut_down()
         for task in watchers:
@@ -94,13 +106,18 @@ class Controller:
             try:
                 if not version:
                     items, version = await self.cluster.list(resource)
+                    if resource == self.resource:
+                        self._seen = {key for item in items for key in own_key(item)}
                     for item in items:
                         self._enqueue(mapper(item))
                     listed.set()
                 async for event in self.cluster.watch(resource, version):
                     version = str(event.object.get("metadata", {}).get("resourceVersion", version))
-                    if event.type != "BOOKMARK":
-                        self._enqueue(mapper(event.object))
+                    if event.type == "BOOKMARK":
+                        continue
+                    if resource == self.resource:
+                        self._remember(event.type, event.object)
+                    self._enqueue(mapper(event.object))
                 delay = WATCH_RETRY_SECONDS[0]
             except kube.GoneError:
                 version = ""
@@ -112,6 +129,20 @@ class Controller:
                 version = ""
                 await _first(asyncio.sleep(delay), stop.wait())
                 delay = min(delay * 2, WATCH_RETRY_SECONDS[1])
+
+    def _remember(self, event_type: str, obj: dict[str, Any]) -> None:
+        for key in own_key(obj):
+            if event_type == "DELETED":
+                self._seen.discard(key)
+            else:
+                self._seen.add(key)
+
+    async def _resync(self, period: float, stop: asyncio.Event) -> None:
+        """Queue every object last seen, every ``period`` seconds, until ``stop``."""
+        while not stop.is_set():
+            await _first(asyncio.sleep(period), stop.wait())
+            if not stop.is_set():
+                self._enqueue(sorted(self._seen))
 
     def _enqueue(self, keys: list[Key]) -> None:
         for key in keys:

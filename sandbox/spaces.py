@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import os
 import signal
 import subprocess
 import sys
 import threading
 import time
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
@@ -288,11 +289,14 @@ class ProviderProcess:
         log_path: Path,
         *args: str,
         command: str = "controlplane-provider",
+        env: Mapping[str, str] | None = None,
     ) -> None:
+        """The command's flags are ``args``; ``env`` adds to the test's environment."""
         self.kubeconfig = kubeconfig
         self.log_path = log_path
         self.args = args
         self.command = command
+        self.env = {**os.environ, **(env or {})}
         self.metrics_port = free_port()
         self.process: subprocess.Popen[bytes] | None = None
 
@@ -311,6 +315,7 @@ class ProviderProcess:
             ],
             stdout=log,
             stderr=subprocess.STDOUT,
+            env=self.env,
         )
         return self
 

@@ -79,7 +79,7 @@ def env(kube_etcd: Etcd, tmp_path_factory: pytest.TempPathFactory) -> Iterator[E
         with (
             SpacesSimulator(space, hosted) as simulator,
             provider(
-                local.server.kubeconfig_path, Path(logs) / "provider.log", "--poll-interval", "2"
+                local.server.kubeconfig_path, Path(logs) / "provider.log", "--poll", "2s"
             ) as process,
         ):
             yield Env(local, space, hosted, simulator, process, factory)

@@ -1,4 +1,4 @@
-"""The provider process: health, readiness, metrics, JSON logs and leader election."""
+"""The provider process: health, readiness, metrics, JSON logs, settings and leader election."""
 
 from __future__ import annotations
 
@@ -52,15 +52,62 @@ def test_every_log_line_is_a_json_object(env: Env) -> None:
         assert {"time", "level", "message"} <= set(record), line
 
 
-@pytest.fixture
-def elected(env: Env, tmp_path: Path) -> Iterator[tuple[Kube, list[ProviderProcess]]]:
-    local = Kube(env.factory(name="elected"))
+def local_cluster(env: Env, name: str) -> Kube:
+    """A local cluster of its own, with our CRDs and a ClusterProviderConfig for the Space."""
+    local = Kube(env.factory(name=name))
     local.apply_crds(PROVIDER_CRDS)
     local.namespace(PROVIDER_NAMESPACE)
     local.put_secret(
         PROVIDER_NAMESPACE, SPACE_SECRET, {"kubeconfig": env.space.server.kubeconfig.encode()}
     )
     local.create("clusterproviderconfigs", cluster_provider_config())
+    return local
+
+
+def reconciles(process: ProviderProcess, controller: str) -> float:
+    """How many reconciles of ``controller`` the process has counted, by its metrics."""
+    prefix = f'controlplane_provider_reconcile_total{{controller="{controller}",'
+    return sum(
+        float(line.rsplit(" ", 1)[1])
+        for line in process.metrics().splitlines()
+        if line.startswith(prefix)
+    )
+
+
+def test_poll_and_sync_come_from_the_variables_a_runtime_config_sets(
+    env: Env, tmp_path: Path
+) -> None:
+    # With a poll of an hour nothing brings a settled Instance back within the
+    # test but the resync every two seconds.
+    local = local_cluster(env, "resync")
+    process = ProviderProcess(
+        local.server.kubeconfig_path,
+        tmp_path / "resync.log",
+        env={"CONTROLPLANE_PROVIDER_POLL": "1h", "CONTROLPLANE_PROVIDER_SYNC": "2s"},
+    ).start()
+    try:
+        local.namespace("team-resync")
+        local.create("instances", instance("team-resync", "settled"))
+        wait_for(
+            "Ready",
+            lambda: (
+                condition(local.get("instances", "team-resync", "settled"), "Ready").get("status")
+                == "True"
+            ),
+        )
+        settled = reconciles(process, "instance")
+        wait_for(
+            "two resyncs",
+            lambda: reconciles(process, "instance") >= settled + 2,
+            timeout=20,
+        )
+    finally:
+        process.stop()
+
+
+@pytest.fixture
+def elected(env: Env, tmp_path: Path) -> Iterator[tuple[Kube, list[ProviderProcess]]]:
+    local = local_cluster(env, "elected")
     replicas = [
         ProviderProcess(
             local.server.kubeconfig_path,
@@ -68,8 +115,8 @@ def elected(env: Env, tmp_path: Path) -> Iterator[tuple[Kube, list[ProviderProce
             "--leader-election",
             "--leader-election-namespace",
             PROVIDER_NAMESPACE,
-            "--poll-interval",
-            "2",
+            "--poll",
+            "2s",
         ).start()
         for index in range(2)
     ]

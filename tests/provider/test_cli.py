@@ -1,0 +1,313 @@
+"""The controllers' command lines: crossplane-runtime providers' flags and variables.
+
+Parsing is tested without starting anything: click builds the command's
+context from the arguments and environment, and the same function the command
+calls turns it into ``Options``. A bad value must stop the command with a
+usage error (exit 2) that names the flag and shows an example.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import click
+import pytest
+from click.testing import CliRunner
+
+from provider.cli import Options, backup_main, backup_options, main, provider_options
+
+# The variables of the test runner's own environment that the commands read.
+READ_FROM_ENVIRONMENT = (
+    "KUBECONFIG",
+    "LEADER_ELECTION",
+    "POD_NAMESPACE",
+    "METRICS_BIND_ADDRESS",
+)
+
+
+@pytest.fixture(autouse=True)
+def clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+
+    for name in list(os.environ):
+        if name in READ_FROM_ENVIRONMENT or name.startswith("CONTROLPLANE_"):
+            monkeypatch.delenv(name)
+
+
+def parse(
+    command: click.Command, args: list[str], env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> Options:
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    with command.make_context(command.name, list(args)) as ctx:
+        build = provider_options if command is main else backup_options
+        return build(**ctx.params)
+
+
+@dataclass
+class GoodCase:
+    reason: str
+    args: list[str]
+    want: dict[str, object]
+    env: dict[str, str] = field(default_factory=dict)
+    command: click.Command = main
+
+
+GOOD_CASES = [
+    GoodCase(
+        "With no flags the provider polls every minute and resyncs every hour.",
+        [],
+        {
+            "poll_interval": 60.0,
+            "sync_period": 3600.0,
+            "concurrency": 10,
+            "leader_election": False,
+            "leader_election_namespace": "crossplane-system",
+            "metrics_address": "0.0.0.0",
+            "metrics_port": 8080,
+            "kubeconfig": None,
+            "debug": False,
+            "lease": "controlplane-provider",
+        },
+    ),
+    GoodCase("--poll takes seconds as a Go duration.", ["--poll=30s"], {"poll_interval": 30.0}),
+    GoodCase("--poll takes compound durations.", ["--poll", "1h30m"], {"poll_interval": 5400.0}),
+    GoodCase("--poll takes fractions.", ["--poll", "1.5m"], {"poll_interval": 90.0}),
+    GoodCase(
+        "--poll-interval still takes bare seconds.",
+        ["--poll-interval", "90"],
+        {"poll_interval": 90},
+    ),
+    GoodCase(
+        "--poll-interval takes durations too.", ["--poll-interval=2m"], {"poll_interval": 120.0}
+    ),
+    GoodCase(
+        "--poll and --poll-interval may both be given when they agree.",
+        ["--poll=1m", "--poll-interval=60"],
+        {"poll_interval": 60.0},
+    ),
+    GoodCase("--sync sets the resync period.", ["--sync", "10m"], {"sync_period": 600.0}),
+    GoodCase("-s is --sync, as in providers.", ["-s", "2h"], {"sync_period": 7200.0}),
+    GoodCase(
+        "--sync-interval is --sync, as in Crossplane core.",
+        ["--sync-interval=45m"],
+        {"sync_period": 2700.0},
+    ),
+    GoodCase(
+        "--max-reconcile-rate sets the workers.", ["--max-reconcile-rate=5"], {"concurrency": 5}
+    ),
+    GoodCase("--concurrency stays an alias.", ["--concurrency", "3"], {"concurrency": 3}),
+    GoodCase(
+        "--leader-election turns on election.", ["--leader-election"], {"leader_election": True}
+    ),
+    GoodCase("-l is --leader-election.", ["-l"], {"leader_election": True}),
+    GoodCase(
+        "LEADER_ELECTION turns on election, as providers read it.",
+        [],
+        {"leader_election": True},
+        env={"LEADER_ELECTION": "true"},
+    ),
+    GoodCase(
+        "--no-leader-election wins over the variable.",
+        ["--no-leader-election"],
+        {"leader_election": False},
+        env={"LEADER_ELECTION": "true"},
+    ),
+    GoodCase(
+        "The Lease lives in the POD_NAMESPACE Crossplane's runtime sets.",
+        [],
+        {"leader_election_namespace": "crossplane-system-2"},
+        env={"POD_NAMESPACE": "crossplane-system-2"},
+    ),
+    GoodCase(
+        "--leader-election-namespace wins over POD_NAMESPACE.",
+        ["--leader-election-namespace", "elsewhere"],
+        {"leader_election_namespace": "elsewhere"},
+        env={"POD_NAMESPACE": "crossplane-system"},
+    ),
+    GoodCase(
+        "METRICS_BIND_ADDRESS of :port listens on every address, as providers do.",
+        [],
+        {"metrics_address": "0.0.0.0", "metrics_port": 9090},
+        env={"METRICS_BIND_ADDRESS": ":9090"},
+    ),
+    GoodCase(
+        "--metrics-bind-address takes host:port.",
+        ["--metrics-bind-address", "127.0.0.1:18080"],
+        {"metrics_address": "127.0.0.1", "metrics_port": 18080},
+    ),
+    GoodCase("-d is --debug.", ["-d"], {"debug": True}),
+    GoodCase(
+        "Every flag is read from CONTROLPLANE_PROVIDER_<FLAG> too (kingpin's DefaultEnvars).",
+        [],
+        {"poll_interval": 300.0, "sync_period": 1800.0, "concurrency": 4, "debug": True},
+        env={
+            "CONTROLPLANE_PROVIDER_POLL": "5m",
+            "CONTROLPLANE_PROVIDER_SYNC": "30m",
+            "CONTROLPLANE_PROVIDER_MAX_RECONCILE_RATE": "4",
+            "CONTROLPLANE_PROVIDER_DEBUG": "true",
+        },
+    ),
+    GoodCase(
+        "A flag wins over its variable.",
+        ["--poll", "2m"],
+        {"poll_interval": 120.0},
+        env={"CONTROLPLANE_PROVIDER_POLL": "5m"},
+    ),
+    GoodCase(
+        "KUBECONFIG names the kubeconfig when --kubeconfig is not given.",
+        [],
+        {"kubeconfig": "/etc/kube/config"},
+        env={"KUBECONFIG": "/etc/kube/config"},
+    ),
+    GoodCase(
+        "The backup controller resyncs every hour and holds its own Lease by default.",
+        [],
+        {"sync_period": 3600.0, "concurrency": 10, "lease": "controlplane-backup-controller"},
+        command=backup_main,
+    ),
+    GoodCase(
+        "The backup controller takes the common flags.",
+        ["-s", "15m", "--max-reconcile-rate", "2", "-l", "-d"],
+        {"sync_period": 900.0, "concurrency": 2, "leader_election": True, "debug": True},
+        command=backup_main,
+    ),
+    GoodCase(
+        "The backup controller reads CONTROLPLANE_BACKUP_CONTROLLER_<FLAG>.",
+        [],
+        {"sync_period": 120.0, "leader_election": True},
+        env={"CONTROLPLANE_BACKUP_CONTROLLER_SYNC": "2m", "LEADER_ELECTION": "1"},
+        command=backup_main,
+    ),
+]
+
+
+@pytest.mark.parametrize("case", GOOD_CASES, ids=lambda case: case.reason)
+def test_flags_and_variables_set_the_options(
+    case: GoodCase, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    options = parse(case.command, case.args, case.env, monkeypatch)
+    got = {name: getattr(options, name) for name in case.want}
+    assert got == case.want, case.reason
+
+
+@dataclass
+class BadCase:
+    reason: str
+    args: list[str]
+    want_in_message: list[str]
+    env: dict[str, str] = field(default_factory=dict)
+    command: click.Command = main
+
+
+BAD_CASES = [
+    BadCase(
+        "A bare number is no Go duration.",
+        ["--poll", "10"],
+        ["'--poll'", "missing unit", "e.g. --poll="],
+    ),
+    BadCase(
+        "An unknown unit is refused.",
+        ["--poll=1d"],
+        ["'--poll'", "invalid duration", "e.g. --poll="],
+    ),
+    BadCase(
+        "A poll under a second is refused.",
+        ["--poll", "500ms"],
+        ["'--poll'", "shorter than 1s", "e.g."],
+    ),
+    BadCase("A negative poll is refused.", ["--poll=-1m"], ["'--poll'", "shorter than 1s"]),
+    BadCase(
+        "--poll-interval refuses words.",
+        ["--poll-interval", "often"],
+        ["'--poll-interval'", "e.g. --poll-interval="],
+    ),
+    BadCase(
+        "--poll-interval refuses zero seconds.",
+        ["--poll-interval=0"],
+        ["'--poll-interval'", "shorter than 1s"],
+    ),
+    BadCase(
+        "--poll and --poll-interval that disagree are refused.",
+        ["--poll=1m", "--poll-interval=2m"],
+        ["--poll and --poll-interval", "e.g. --poll="],
+    ),
+    BadCase("--sync refuses words.", ["--sync", "forever"], ["'--sync'", "e.g. --sync="]),
+    BadCase("--sync refuses zero.", ["-s", "0s"], ["'--sync'", "shorter than 1s"]),
+    BadCase(
+        "--max-reconcile-rate refuses zero.",
+        ["--max-reconcile-rate=0"],
+        ["'--max-reconcile-rate'", "e.g. --max-reconcile-rate="],
+    ),
+    BadCase(
+        "--max-reconcile-rate refuses words.",
+        ["--concurrency", "many"],
+        ["'--max-reconcile-rate'", "e.g. --max-reconcile-rate="],
+    ),
+    BadCase(
+        "--metrics-bind-address needs a port.",
+        ["--metrics-bind-address", "localhost"],
+        ["'--metrics-bind-address'", "e.g. --metrics-bind-address="],
+    ),
+    BadCase(
+        "--metrics-bind-address refuses a port out of range.",
+        ["--metrics-bind-address=:70000"],
+        ["'--metrics-bind-address'", "e.g."],
+    ),
+    BadCase(
+        "A bad variable names the flag it sets.",
+        [],
+        ["'--poll'", "e.g. --poll="],
+        env={"CONTROLPLANE_PROVIDER_POLL": "soon"},
+    ),
+    BadCase(
+        "A bad LEADER_ELECTION names the flag and the values it takes.",
+        [],
+        ["'--leader-election'", "LEADER_ELECTION", "true"],
+        env={"LEADER_ELECTION": "maybe"},
+    ),
+    BadCase(
+        "A bad METRICS_BIND_ADDRESS names the flag and the variable.",
+        [],
+        ["'--metrics-bind-address'", "METRICS_BIND_ADDRESS", "e.g."],
+        env={"METRICS_BIND_ADDRESS": "8080"},
+    ),
+    BadCase(
+        "The backup controller refuses a bad --sync the same way.",
+        ["--sync=1"],
+        ["'--sync'", "missing unit", "e.g. --sync="],
+        command=backup_main,
+    ),
+    BadCase(
+        "The backup controller has nothing to poll, so --poll is unknown to it.",
+        ["--poll=1m"],
+        ["No such option", "--poll"],
+        command=backup_main,
+    ),
+]
+
+
+@pytest.mark.parametrize("case", BAD_CASES, ids=lambda case: case.reason)
+def test_a_bad_value_is_a_usage_error_naming_the_flag_with_an_example(case: BadCase) -> None:
+    result = CliRunner().invoke(case.command, case.args, env=case.env)
+    assert result.exit_code == 2, (case.reason, result.output)
+    assert "Traceback" not in result.output
+    for text in case.want_in_message:
+        assert text in result.output, (case.reason, text, result.output)
+
+
+def test_the_help_names_every_crossplane_flag_and_variable() -> None:
+    text = CliRunner().invoke(main, ["--help"]).output
+    for name in (
+        "--poll",
+        "--poll-interval",
+        "--sync",
+        "--max-reconcile-rate",
+        "--leader-election",
+        "--debug",
+        "LEADER_ELECTION",
+        "POD_NAMESPACE",
+        "METRICS_BIND_ADDRESS",
+        "CONTROLPLANE_PROVIDER_POLL",
+    ):
+        assert name in text, name
