@@ -36,26 +36,75 @@ def serve(**options: Any) -> None:
 
 
 @main.command()
-@click.argument("composite", required=False, type=click.Path(exists=True, dir_okay=False))
+@click.argument("composite_resource", required=False, type=click.Path(exists=True, dir_okay=False))
+@click.argument("composition", required=False, type=click.Path(exists=True, dir_okay=False))
+@click.argument("functions", required=False, type=click.Path(exists=True))
 @click.option(
     "--input",
     "input_file",
     type=click.Path(exists=True, dir_okay=False),
-    help="The function Input, or a Composition whose pipeline carries it. "
-    "Default: the embedded example input.",
+    help="The same as COMPOSITION (the argument's older spelling).",
 )
 @click.option(
+    "-o",
+    "--observed-resources",
     "--observed",
+    "observed",
     type=click.Path(exists=True),
-    help="A YAML file or a folder of YAML files of observed composed resources.",
+    help="A YAML file or directory of YAML files specifying the observed state of "
+    "composed resources.",
 )
-def render(composite: str | None, input_file: str | None, observed: str | None) -> None:
-    """Render COMPOSITE (default: the embedded example) and print what it composes."""
+@click.option(
+    "-x",
+    "--include-full-xr",
+    is_flag=True,
+    help="Include a direct copy of the input XR's spec and metadata fields in the rendered output.",
+)
+@click.option(
+    "-r",
+    "--include-function-results",
+    is_flag=True,
+    help="Include informational and warning messages from the function in the rendered "
+    "output as resources of kind: Result.",
+)
+def render(
+    composite_resource: str | None,
+    composition: str | None,
+    functions: str | None,
+    input_file: str | None,
+    observed: str | None,
+    *,
+    include_full_xr: bool,
+    include_function_results: bool,
+) -> None:
+    """Render COMPOSITE_RESOURCE in-process and print what it composes.
+
+    The arguments are `crossplane render`'s: the composite resource (XR), the
+    Composition whose pipeline calls this function (or the function's Input
+    itself), and optionally the Functions file, which must name
+    function-controlplane. With none, the embedded example is rendered.
+    """
+    if composition and input_file:
+        msg = "pass the Composition either as COMPOSITION or as --input, not both"
+        raise click.UsageError(msg)
+    composition = composition or input_file
     try:
-        xr = _one(_documents(composite) if composite else _example("xr.yaml"), "composite")
-        function_input = _input(_documents(input_file) if input_file else _example("input.yaml"))
+        xr = _one(
+            _documents(composite_resource) if composite_resource else _example("xr.yaml"),
+            "composite resource",
+        )
+        pipeline = _documents(composition) if composition else _example("input.yaml")
+        function_input, step = _input(pipeline), _step_name(pipeline)
+        if functions:
+            _check_functions(_documents(functions))
         seen = _documents(observed) if observed else []
-        objects = rendering.render(xr, function_input, seen)
+        objects = rendering.render(
+            xr,
+            function_input,
+            seen,
+            include_full_xr=include_full_xr,
+            results_of_step=step if include_function_results else None,
+        )
     except (OSError, yaml.YAMLError, ValueError) as error:
         raise click.UsageError(str(error)) from None
     except rendering.FatalError as error:
@@ -101,8 +150,35 @@ def _input(documents: list[dict[str, Any]]) -> dict[str, Any]:
     document = _one(documents, "Input or Composition")
     if document.get("kind") != "Composition":
         return document
-    for step in document.get("spec", {}).get("pipeline", []):
+    return dict(_our_step(document)["input"])
+
+
+def _step_name(documents: list[dict[str, Any]]) -> str:
+    """The name of this function's pipeline step (the function's name for a bare Input)."""
+    document = _one(documents, "Input or Composition")
+    if document.get("kind") != "Composition":
+        return FUNCTION_NAME
+    return str(_our_step(document).get("step", FUNCTION_NAME))
+
+
+def _our_step(composition: dict[str, Any]) -> dict[str, Any]:
+    for step in composition.get("spec", {}).get("pipeline", []):
         if step.get("functionRef", {}).get("name") == FUNCTION_NAME and step.get("input"):
-            return dict(step["input"])
+            return dict(step)
     msg = f"the Composition has no pipeline step calling {FUNCTION_NAME} with an input"
     raise ValueError(msg)
+
+
+def _check_functions(documents: list[dict[str, Any]]) -> None:
+    """FUNCTIONS must name this function, as crossplane render needs it to."""
+    names = [
+        str(doc.get("metadata", {}).get("name"))
+        for doc in documents
+        if doc.get("kind") == "Function" and str(doc.get("apiVersion", "")).startswith("pkg.")
+    ]
+    if FUNCTION_NAME not in names:
+        msg = (
+            f"FUNCTIONS names no pkg.crossplane.io Function {FUNCTION_NAME} "
+            f"(found: {', '.join(names) or 'none'})"
+        )
+        raise ValueError(msg)

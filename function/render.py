@@ -19,6 +19,7 @@ COMPOSITION_RESOURCE_NAME = "crossplane.io/composition-resource-name"
 COMPOSITE_LABEL = "crossplane.io/composite"
 CLAIM_NAME_LABEL = "crossplane.io/claim-name"
 CLAIM_NAMESPACE_LABEL = "crossplane.io/claim-namespace"
+RESULT_API_VERSION = "render.crossplane.io/v1beta1"
 # crossplane render stamps every condition with this fixed time.
 CONDITION_TIME = "2024-01-01T00:00:00Z"
 _STATUS_NAMES = {
@@ -52,8 +53,16 @@ def render(
     composite: Mapping[str, Any],
     function_input: Mapping[str, Any] | None,
     observed: Iterable[Mapping[str, Any]] = (),
+    *,
+    include_full_xr: bool = False,
+    results_of_step: str | None = None,
 ) -> list[dict[str, Any]]:
     """The composite with its new status, then every composed resource, sorted by name.
+
+    As ``crossplane render`` does, ``include_full_xr`` (its ``-x``) copies the
+    composite's own spec and metadata into the first object, and
+    ``results_of_step`` (its ``-r``) appends the function's non-fatal results as
+    ``kind: Result`` objects of that pipeline step.
 
     Raises:
         FatalError: the function returned a Fatal result.
@@ -75,7 +84,23 @@ def render(
     unready = sorted(
         name for name, desired in rsp.desired.resources.items() if desired.ready != fnv1.READY_TRUE
     )
-    return [_composite(composite, rsp, unready), *composed]
+    xr = _composite(composite, rsp, unready)
+    if include_full_xr:
+        xr["spec"] = dict(composite.get("spec") or {})
+        xr["metadata"] = dict(composite["metadata"])
+    results = [_result(results_of_step, r) for r in rsp.results] if results_of_step else []
+    return [xr, *composed, *results]
+
+
+def _result(step: str, result: fnv1.Result) -> dict[str, Any]:
+    """A non-fatal result the way ``crossplane render -r`` prints it."""
+    return {
+        "apiVersion": RESULT_API_VERSION,
+        "kind": "Result",
+        "step": step,
+        "severity": fnv1.Severity.Name(result.severity),
+        "message": result.message,
+    }
 
 
 def _struct(struct: Any) -> dict[str, Any]:

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from click.testing import CliRunner
 
+from function import cli
 from function import render as in_process
 from function.cli import _input
 from tests.e2e import crossplane
@@ -160,3 +163,53 @@ def test_the_xrds_refuse_what_the_function_refuses(
 def test_every_observed_state_of_the_examples_is_itself_valid(case: Example) -> None:
     for obj in _documents(case.path / "observed" / case.step):
         assert problems(obj) == []
+
+
+def late_restore(into: Path) -> Path:
+    """The restore example's composite against the minimal example's ready Instance.
+
+    The function warns that a restore is honoured only at creation: a Result.
+    """
+    shutil.copy(EXAMPLES / "restore" / "xr.yaml", into / "xr.yaml")
+    shutil.copy(EXAMPLES / "restore" / "functions.yaml", into / "functions.yaml")
+    shutil.copytree(EXAMPLES / "minimal" / "observed" / "ready", into / "observed" / "created")
+    return into
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize(
+    "case",
+    [*(case for case in EXAMPLE_CASES if case.step == "created"), None],
+    ids=lambda case: str(case) if case else "late-restore/created",
+)
+def test_the_in_process_render_takes_crossplane_renders_arguments_and_prints_the_same(
+    case: Example | None, function_address: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # The same command line, but the program: the XR, the Composition and the
+    # Functions in order, with the observed resources, the full XR and the
+    # function's results.
+    folder = case.path if case else late_restore(tmp_path)
+    args = [
+        "xr.yaml",
+        str(case.composition if case else COMPOSITION),
+        "functions.yaml",
+        "-o",
+        "observed/created",
+        "--include-full-xr",
+        "-r",
+    ]
+    theirs = crossplane.run(
+        "render",
+        *args,
+        "--function-annotations",
+        f"{crossplane.DEVELOPMENT_TARGET}={function_address}",
+        cwd=folder,
+    )
+    assert theirs.returncode == 0, theirs.stderr
+    monkeypatch.chdir(folder)
+    ours = CliRunner().invoke(cli.main, ["render", *args])
+    assert ours.exit_code == 0, ours.output
+    printed = list(yaml.safe_load_all(ours.output))
+    assert printed == [doc for doc in yaml.safe_load_all(theirs.stdout) if doc]
+    results = [doc for doc in printed if doc["kind"] == "Result"]
+    assert bool(results) is (case is None), "only the late restore warns"
