@@ -132,15 +132,30 @@ def _cron_value(text: str, name: str, low: int, high: int, names: tuple[str, ...
     return int(text)
 
 
+CREDENTIALS_IN_URL = (
+    "must not carry credentials (a user:password@ part); "
+    "put them in the Secret that spec.source.secretRef names"
+)
+
+
 def check_git_url(text: str) -> str:
-    """Check that a git URL uses http, https or ssh and names a host; return it unchanged."""
+    """Check that a git URL uses http, https or ssh, carries no password and names a host.
+
+    No message quotes the URL's user-info part, which may hold a password.
+    Returns the URL unchanged.
+    """
     parts = urlsplit(text)
     if parts.scheme not in GIT_URL_SCHEMES:
         shown = parts.scheme or "none"
         msg = f"must be an http, https or ssh URL (got scheme {shown!r})"
         raise ValueError(msg)
+    # A password field, even an empty one ("user:@"), is a credential in the
+    # URL; a user name alone (ssh://git@host) is not.
+    if parts.password is not None:
+        raise ValueError(CREDENTIALS_IN_URL)
     if not parts.hostname:
-        msg = f"must name a host (got {text!r})"
+        shown = parts._replace(netloc=parts.netloc.rpartition("@")[2]).geturl()
+        msg = f"must name a host (got {shown!r})"
         raise ValueError(msg)
     return text
 

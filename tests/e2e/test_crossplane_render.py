@@ -138,6 +138,11 @@ XRD_RULE_CASES = [
         "spec.source.url",
     ),
     XrdRuleCase("The XRD refuses an unknown channel.", {"channel": "Beta"}, "spec.channel"),
+    XrdRuleCase(
+        "The XRD refuses a password in the URL, as the function does.",
+        {"source": {"url": "https://alice:s3cr3t-pa55@github.com/acmeorg/x"}},
+        "spec.source.url must not carry credentials",
+    ),
 ]
 
 
@@ -155,6 +160,7 @@ def test_the_xrds_refuse_what_the_function_refuses(
     result = crossplane.validate(extensions, cache, path)
     assert result.returncode == 1, case.reason
     assert case.message in result.stdout, result.stdout
+    assert "s3cr3t-pa55" not in result.stdout, "validate quotes the password"
     with pytest.raises(in_process.FatalError):
         in_process.render(xr, _input(_documents(COMPOSITION)))
 

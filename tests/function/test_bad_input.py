@@ -56,6 +56,21 @@ BAD_CASES = [
         ("spec.source.url", "must name a host"),
     ),
     BadCase(
+        "A password in the URL is refused: credentials belong in spec.source.secretRef.",
+        {"source": {"url": "https://alice:s3cr3t-pa55@github.com/acmeorg/x"}},
+        ("spec.source.url", "must not carry credentials", "spec.source.secretRef"),
+    ),
+    BadCase(
+        "An empty password field is a password field too.",
+        {"source": {"url": "https://alice:@github.com/acmeorg/x"}},
+        ("spec.source.url", "must not carry credentials"),
+    ),
+    BadCase(
+        "A password in an ssh URL is refused as well.",
+        {"source": {"url": "ssh://git:s3cr3t-pa55@github.com/acmeorg/x"}},
+        ("spec.source.url", "must not carry credentials"),
+    ),
+    BadCase(
         "Two refs are refused.",
         {"source": {"url": "https://x.example/r", "ref": {"branch": "main", "tag": "v1"}}},
         ("spec.source.ref", "exactly one of branch, tag, semver, commit", "branch, tag"),
@@ -207,6 +222,45 @@ def test_bad_input_drops_no_desired_resource_and_adds_none(case: BadCase) -> Non
     assert resource.struct_to_dict(rsp.desired.resources["from-a-previous-step"].resource) == (
         PREVIOUS_STEP
     )
+
+
+@dataclass
+class LeakCase:
+    reason: str
+    url: str
+
+
+PASSWORD = "s3cr3t-pa55"
+LEAK_CASES = [
+    LeakCase("A password in the user-info part.", f"https://alice:{PASSWORD}@github.com/a/x"),
+    LeakCase("A password and no host.", f"https://alice:{PASSWORD}@/a/x"),
+    LeakCase("A password and a port.", f"https://alice:{PASSWORD}@github.com:443/a/x"),
+]
+
+
+@pytest.mark.parametrize("case", LEAK_CASES, ids=lambda case: case.reason)
+def test_a_password_in_the_url_appears_in_no_result_nothing_composed_and_no_log(
+    case: LeakCase, capsys: pytest.CaptureFixture[str]
+) -> None:
+    req = request(b.composite({"source": {"url": case.url}}), b.example_input())
+    rsp = fn.run(req)
+    assert [r.severity for r in rsp.results] == [fnv1.SEVERITY_FATAL], case.reason
+    assert "spec.source.url" in rsp.results[0].message
+    # Nothing of the answer (results, conditions, desired composite and
+    # resources) and nothing logged holds the password.
+    assert PASSWORD not in str(rsp), case.reason
+    assert not rsp.desired.resources
+    captured = capsys.readouterr()
+    assert PASSWORD not in captured.out + captured.err
+
+
+def test_a_user_name_alone_is_no_credential() -> None:
+    req = request(
+        b.composite({"source": {"url": "ssh://git@github.com/acmeorg/x"}}), b.example_input()
+    )
+    rsp = fn.run(req)
+    assert not [r for r in rsp.results if r.severity == fnv1.SEVERITY_FATAL]
+    assert "git-repository" in rsp.desired.resources
 
 
 def test_a_composite_without_a_readable_name_is_a_fatal_result() -> None:
