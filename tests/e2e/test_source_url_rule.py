@@ -133,7 +133,7 @@ def test_the_api_server_and_the_function_refuse_the_same_urls_without_quoting_a_
         kube.create(plural, obj, group=GROUP, version=VERSION)
     except ApiException as error:
         assert error.status == 422, error.body
-        answer = str(json.loads(error.body)["message"])
+        answer = str(json.loads(str(error.body))["message"])
     if case.want_refusal is None:
         assert answer == "", (case.reason, answer)
     else:
