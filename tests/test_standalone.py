@@ -9,7 +9,9 @@ spell them, and it leaves itself out by its own path.
 from __future__ import annotations
 
 import re
+import shutil
 import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -94,3 +96,46 @@ def test_no_tracked_file_reads_a_folder_beside_the_clone() -> None:
         if lines := outside_reads(text):
             found[name] = lines
     assert not found, f"files that reach beside the clone: {found}"
+
+
+# Tests that read the upstream CRDs both ways: in-process JSON Schema
+# (tests/schemas.py) and `crossplane beta validate` with its seeded cache
+# (tests/e2e/crossplane.py).
+SCHEMA_TESTS = (
+    "tests/function/test_compose.py",
+    "tests/e2e/test_crossplane_render.py",
+    "-k",
+    "not in_process_render and not crossplane_render_validate",
+)
+
+
+def test_the_schema_tests_pass_in_a_copy_with_nothing_beside_it(tmp_path: Path) -> None:
+    # A copy of the repository's files alone in a folder, as a user's clone
+    # is; only the ignored, fetched .tools is shared with this checkout.
+    clone = tmp_path / "alone" / "repository"
+    for name in repository_files():
+        if (ROOT / name).is_file():
+            (clone / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / name, clone / name)
+    (clone / ".tools").symlink_to((ROOT / ".tools").resolve())
+    assert sorted(p.name for p in clone.parent.iterdir()) == ["repository"]
+
+    where = subprocess.run(
+        [sys.executable, "-c", "import tests.schemas as s; print(s.ROOT)"],
+        cwd=clone,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert where.stdout.strip() == str(clone), "the copy must run its own tests"
+
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *SCHEMA_TESTS],
+        cwd=clone,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
+    assert " passed" in result.stdout
