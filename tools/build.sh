@@ -241,7 +241,7 @@ build_crds() {
   if [ -e "${out}" ]; then
     mv "${out}" "${out}.old.$$"
   fi
-  mv "${crds_staging}" "${out}"
+  mv -T "${crds_staging}" "${out}"
   rm -rf "${out}.old.$$" "${crds_work}"
   trap - EXIT
   echo "crds: $(grep -c '\.yaml$' "${out}/.stamp") files in ${out}"
