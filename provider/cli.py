@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import re
 import signal
 import socket
 from collections.abc import Awaitable, Callable, Coroutine
@@ -53,6 +54,8 @@ DEFAULT_POLL = "1m"
 DEFAULT_SYNC = "1h"
 MINIMUM_POLL_SECONDS = 1.0
 MINIMUM_SYNC_SECONDS = 1.0
+DIGITS = re.compile(r"[0-9]+")
+BARE_SECONDS = re.compile(r"[0-9]+(\.[0-9]+)?")
 
 
 @dataclass(frozen=True)
@@ -95,11 +98,12 @@ class Duration(click.ParamType[float]):
         if isinstance(value, float):
             return value
         text = str(value).strip()
-        flag = param.opts[0] if param is not None and param.opts else "the flag"
+        flag = _flag_name(param)
         example = f"e.g. {flag}=30s, {flag}=1m or {flag}=1h30m"
         try:
-            seconds = float(text) if self.bare_seconds and _is_number(text) else None
-            if seconds is None:
+            if self.bare_seconds and BARE_SECONDS.fullmatch(text):
+                seconds = float(text)
+            else:
                 seconds = parse_go_duration(text)
         except ValueError as error:
             self.fail(f"{error}; {example}", param, ctx)
@@ -121,8 +125,8 @@ class BindAddress(click.ParamType[tuple[str, int]]):
         if isinstance(value, tuple):
             return (str(value[0]), int(value[1]))
         host, colon, port = str(value).rpartition(":")
-        if not colon or not port.isdigit() or not 0 <= int(port) <= 65535:
-            flag = param.opts[0] if param is not None and param.opts else "the flag"
+        if not colon or not DIGITS.fullmatch(port) or not 0 <= int(port) <= 65535:
+            flag = _flag_name(param)
             self.fail(f"{value!r} is not host:port; e.g. {flag}=0.0.0.0:8080", param, ctx)
         return (host or "0.0.0.0", int(port))  # noqa: S104 (the in-cluster default)
 
@@ -135,18 +139,15 @@ class Count(click.ParamType[int]):
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
         """The number; a usage error naming the flag, with an example, when bad."""
         text = str(value).strip()
-        if not text.isdigit() or int(text) < 1:
-            flag = param.opts[0] if param is not None and param.opts else "the flag"
+        if not DIGITS.fullmatch(text) or int(text) < 1:
+            flag = _flag_name(param)
             self.fail(f"{text!r} is not a whole number of at least 1; e.g. {flag}=10", param, ctx)
         return int(text)
 
 
-def _is_number(text: str) -> bool:
-    try:
-        float(text)
-    except ValueError:
-        return False
-    return True
+def _flag_name(param: click.Parameter | None) -> str:
+    """The flag's main spelling, for messages."""
+    return param.opts[0] if param is not None and param.opts else "the flag"
 
 
 Flag = Callable[[Callable[..., None]], Callable[..., None]]

@@ -223,6 +223,11 @@ BAD_CASES = [
         ["'--poll-interval'", "e.g. --poll-interval="],
     ),
     BadCase(
+        "--poll-interval refuses an infinite number of seconds.",
+        ["--poll-interval", "inf"],
+        ["'--poll-interval'", "e.g. --poll-interval="],
+    ),
+    BadCase(
         "--poll-interval refuses zero seconds.",
         ["--poll-interval=0"],
         ["'--poll-interval'", "shorter than 1s"],
