@@ -202,7 +202,6 @@ build_crds() {
     return
   fi
   echo "crds: fetching"
-  build_controller_gen
   crds_work="$(mktemp -d)"
   crds_staging="${out}.new.$$"
   trap 'rm -rf "${crds_work}" "${crds_staging}"' EXIT
@@ -220,6 +219,7 @@ build_crds() {
       generate)
         local key="${module} ${arg}"
         if [ -z "${generated[${key}]-}" ]; then
+          [ ${#generated[@]} -gt 0 ] || build_controller_gen
           generated["${key}"]="$(mktemp -d "${crds_work}/gen.XXXXXX")"
           generate_crds "${module_dir[${module}]}" "${arg}" "${generated[${key}]}"
         fi
