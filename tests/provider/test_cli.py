@@ -8,13 +8,17 @@ usage error (exit 2) that names the flag and shows an example.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
+from typing import Any
 
 import click
 import pytest
+import yaml
 from click.testing import CliRunner
 
 from provider.cli import Options, backup_main, backup_options, main, provider_options
+from tests.schemas import ROOT
 
 # The variables of the test runner's own environment that the commands read.
 READ_FROM_ENVIRONMENT = (
@@ -27,8 +31,6 @@ READ_FROM_ENVIRONMENT = (
 
 @pytest.fixture(autouse=True)
 def clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    import os
-
     for name in list(os.environ):
         if name in READ_FROM_ENVIRONMENT or name.startswith("CONTROLPLANE_"):
             monkeypatch.delenv(name)
@@ -316,3 +318,49 @@ def test_the_help_names_every_crossplane_flag_and_variable() -> None:
         "CONTROLPLANE_PROVIDER_POLL",
     ):
         assert name in text, name
+
+
+@dataclass
+class ShippedCase:
+    reason: str
+    path: str
+    command: click.Command
+    want: dict[str, object]
+
+
+SHIPPED_CASES = [
+    ShippedCase(
+        "The provider's DeploymentRuntimeConfig elects a leader and polls every minute.",
+        "deploy/provider/runtimeconfig.yaml",
+        main,
+        {"leader_election": True, "poll_interval": 60.0},
+    ),
+    ShippedCase(
+        "The backup controller's Deployment elects a leader in its own namespace.",
+        "deploy/backup-controller/deployment.yaml",
+        backup_main,
+        {"leader_election": True, "leader_election_namespace": "controlplane-backup"},
+    ),
+]
+
+
+def containers(node: Any) -> list[dict[str, Any]]:
+    """Every container in a manifest, wherever its pod template sits."""
+    if isinstance(node, dict):
+        found = [c for c in node.get("containers", []) if isinstance(c, dict)]
+        return found + [c for key, v in node.items() if key != "containers" for c in containers(v)]
+    if isinstance(node, list):
+        return [c for item in node for c in containers(item)]
+    return []
+
+
+@pytest.mark.parametrize("case", SHIPPED_CASES, ids=lambda case: case.reason)
+def test_the_shipped_manifests_arguments_parse(
+    case: ShippedCase, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    docs = yaml.safe_load_all((ROOT / case.path).read_text())
+    (container,) = [c for doc in docs for c in containers(doc) if "args" in c]
+    # The namespace Kubernetes gives through the downward API.
+    env = {"POD_NAMESPACE": "controlplane-backup"}
+    options = parse(case.command, list(container["args"]), env, monkeypatch)
+    assert {name: getattr(options, name) for name in case.want} == case.want, case.reason
