@@ -147,10 +147,13 @@ def test_only_the_leader_reconciles_and_a_standby_takes_over(
     leader = wait_for("a leader", lambda: _leader(replicas))
     wait_for("Ready", lambda: ready_in(local, "first"))
     standby = next(r for r in replicas if r is not leader)
-    assert not leads(standby)
-    assert http_status(standby.metrics_port, "/readyz") == 200, (
-        "a standby is ready, only not leading"
+    # Both replicas start together, but on a busy machine the standby may still
+    # be starting when the leader is done: wait for it, with a deadline.
+    wait_for(
+        "the standby ready, only not leading",
+        lambda: http_status(standby.metrics_port, "/readyz") == 200,
     )
+    assert not leads(standby)
     assert len(control_planes(env, "team-elected-first")) == 1
 
     leader.kill()
