@@ -21,8 +21,8 @@ import yaml
 from kubernetes.client.exceptions import ApiException
 
 from function import rules
-from tests.kube.apiserver import APIServer
-from tests.provider.harness import Kube
+from sandbox.apiserver import APIServer
+from sandbox.spaces import Kube
 from tests.schemas import XRDS
 
 GROUP, VERSION = "probes.test.acme.io", "v1"
