@@ -1,0 +1,1 @@
+"""Build helpers run by tools/images.sh on the build machine (standard library only)."""
