@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: example test lint typecheck tools bench clean
+.PHONY: example test lint typecheck tools images release bench clean
 
 example: $(STAMP) ## Render the example composite through the real function.
 	$(BIN)/function-controlplane render
@@ -26,6 +26,12 @@ typecheck: $(STAMP)
 tools: ## Build the Go tools the tests drive (cached in .tools/bin).
 	tools/build.sh
 
+images: ## OCI images of the function and the provider, without Docker (tools/images.sh; root).
+	tools/images.sh
+
+release: ## dist/: both xpkgs with their runtime image, image tarballs, SBOMs, SHA256SUMS.
+	tools/images.sh release
+
 bench: $(STAMP)
 	$(BIN)/python -m bench.function_latency
 
@@ -36,4 +42,4 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 clean:
-	rm -rf $(VENV) .tools .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) .tools .build .cache dist .pytest_cache .mypy_cache .ruff_cache .hypothesis

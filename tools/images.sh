@@ -10,12 +10,12 @@
 #                              tarballs, SBOMs and SHA256SUMS
 #   tools/images.sh lock       re-resolve tools/image-requirements.txt from pyproject.toml
 #
-# Run as root (mmdebstrap's root mode, chroot, device-free unpacking). Writes
-# IMAGES_DIR (default .build/images): oci/ (an OCI layout with the tags
-# `function` and `provider`), <image>.tar (docker-archive), <image>/ (the image
-# unpacked as an OCI runtime bundle: config.json and rootfs/, what
-# sandbox.rootfs runs) and digests. Downloads are cached in IMAGES_CACHE
-# (default .cache/images).
+# Run as root (mmdebstrap's root mode, chroot, ownership kept when unpacking).
+# Writes IMAGES_DIR (default .build/images): oci/ (an OCI layout with the tags
+# `function` and `provider`), rootfs/ (their one layer, unpacked), <image>/ (an
+# OCI runtime bundle: config.json and a link to rootfs/, what sandbox.rootfs
+# runs) and digests. Debian packages and wheels are cached in IMAGES_CACHE
+# (default .cache/images). `release` also writes DIST_DIR (default dist/).
 #
 # The build stage is `mmdebstrap --variant=minbase` with python3 and
 # python3-venv, where tools/venv.sh (the Dockerfile's recipe too) makes /venv.
@@ -29,6 +29,7 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 out="${IMAGES_DIR:-${root}/.build/images}"
 cache="${IMAGES_CACHE:-${root}/.cache/images}"
 dist="${DIST_DIR:-${root}/dist}"
+python="${PYTHON:-python3.11}"
 version="$(sed -n 's/^version = "\(.*\)"$/\1/p' "${root}/pyproject.toml" | head -n 1)"
 : "${SOURCE_DATE_EPOCH:=$(git -C "${root}" log -1 --format=%ct)}"
 export SOURCE_DATE_EPOCH
@@ -65,7 +66,7 @@ debootstrap() { # <variant> <packages> <target> [hook options...]
   shift 3
   mkdir -p "${cache}/debs"
   mmdebstrap --quiet --mode=root --format=directory --variant="${variant}" \
-    --include="${packages}" \
+    --include="${packages}" --skip=essential/unlink --dpkgopt=force-unsafe-io \
     --setup-hook='mkdir -p "$1"/var/cache/apt/archives/' \
     --setup-hook="sync-in ${cache}/debs /var/cache/apt/archives/" \
     "$@" \
@@ -73,33 +74,30 @@ debootstrap() { # <variant> <packages> <target> [hook options...]
     "${suite}" "${target}" "${mirrors[@]}"
 }
 
-# Run a command in a root filesystem with /proc, /dev and the pip cache mounted
+# The locked wheels, downloaded (and checked against their hashes) by this
+# machine's pip with its own index and CA settings: the build stage installs
+# them offline, so nothing of the build machine's network set-up enters it.
+download_wheels() {
+  mkdir -p "${cache}/wheels"
+  "${python}" -m pip download --quiet --disable-pip-version-check --no-deps --require-hashes \
+    --only-binary=:all: --dest "${cache}/wheels" -r "${root}/tools/image-requirements.txt"
+}
+
+# Run a command in a root filesystem with /proc, /dev and the wheels mounted
 # (in a mount namespace of its own, so nothing stays mounted after).
 in_build_root() { # <root> <command...>
   local target="$1"
   shift
-  mkdir -p "${cache}/pip" "${target}/root/.cache/pip"
-  local pass=(PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LC_ALL=C.UTF-8
-    PIP_CACHE_DIR=/root/.cache/pip SOURCE_DATE_EPOCH="${SOURCE_DATE_EPOCH}")
-  # The build machine's index and CA settings reach pip for the build only; the
-  # CA bundle is a copy under /tmp, which the venv never sees.
-  local ca="${PIP_CERT:-${SSL_CERT_FILE:-}}"
-  if [ -n "${ca}" ] && [ -f "${ca}" ]; then
-    cp "${ca}" "${target}/tmp/build-ca.crt"
-    pass+=(PIP_CERT=/tmp/build-ca.crt)
-  fi
-  local name
-  for name in PIP_INDEX_URL PIP_EXTRA_INDEX_URL PIP_TRUSTED_HOST PIP_DEFAULT_TIMEOUT \
-    http_proxy https_proxy no_proxy HTTP_PROXY HTTPS_PROXY NO_PROXY; do
-    [ -z "${!name:-}" ] || pass+=("${name}=${!name}")
-  done
+  mkdir -p "${target}/wheels"
   unshare --mount --propagation private --fork -- sh -euc '
-    target="$1"; pip_cache="$2"; shift 2
+    target="$1"; wheels="$2"; shift 2
     mount -t proc proc "${target}/proc"
     mount --rbind /dev "${target}/dev"
-    mount --bind "${pip_cache}" "${target}/root/.cache/pip"
+    mount --bind -o ro "${wheels}" "${target}/wheels"
     exec chroot "${target}" env -i "$@"
-  ' sh "${target}" "${cache}/pip" "${pass[@]}" "$@"
+  ' sh "${target}" "${cache}/wheels" PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root \
+    LC_ALL=C.UTF-8 SOURCE_DATE_EPOCH="${SOURCE_DATE_EPOCH}" \
+    PIP_NO_INDEX=1 PIP_FIND_LINKS=/wheels "$@"
 }
 
 # Every input of the images, hashed: the build is skipped when it is unchanged.
@@ -160,7 +158,7 @@ build() {
     return
   fi
   mkdir -p "${out}"
-  rm -rf "${out:?}/work" "${out}/oci" "${out}/fingerprint" "${out}/digests"
+  rm -rf "${out:?}/work" "${out}/oci" "${out}/fingerprint" "${out}/digests" "${out}/rootfs"
   local work="${out}/work"
   mkdir -p "${work}"
 
@@ -170,11 +168,12 @@ build() {
   (cd "${root}" && tar --create --exclude=__pycache__ --exclude='*.pyc' --exclude='*.egg-info' \
     "${sources[@]}") | tar --extract --directory "${work}/build/src"
   log "build stage: /venv from tools/image-requirements.txt"
+  download_wheels
   in_build_root "${work}/build" sh /src/tools/venv.sh /src
 
   log "runtime stage: Debian ${suite} extract of ${runtime_packages}"
   debootstrap extract "${runtime_packages}" "${work}/rootfs" \
-    --extract-hook="PYTHONPATH='${root}' python3 -m tools.rootfs extract-hook \"\$1\""
+    --extract-hook="PYTHONPATH='${root}' ${python} -m tools.rootfs extract-hook \"\$1\""
   local built runs
   built="$(chroot "${work}/build" /usr/bin/python3 -c 'import platform; print(platform.python_version())')"
   runs="$(chroot "${work}/rootfs" /usr/bin/python3 -c 'import platform; print(platform.python_version())')"
@@ -183,7 +182,7 @@ build() {
     exit 1
   fi
   cp -a "${work}/build/venv" "${work}/rootfs/venv"
-  PYTHONPATH="${root}" python3 -m tools.rootfs finish "${work}/rootfs" "${SOURCE_DATE_EPOCH}"
+  PYTHONPATH="${root}" "${python}" -m tools.rootfs finish "${work}/rootfs" "${SOURCE_DATE_EPOCH}"
 
   log "OCI images"
   umoci init --layout "${out}/oci"
@@ -202,12 +201,16 @@ build() {
   umoci rm --image "${out}/oci:base"
   umoci gc --layout "${out}/oci"
 
+  # Both images are the one layer: unpacked once (what the tests and
+  # sandbox.rootfs run), with one OCI runtime config per image beside it.
   : >"${out}/digests.new"
+  rm -rf "${out:?}/rootfs" "${out}/function" "${out}/provider"
+  umoci unpack --image "${out}/oci:${images[0]}" "${work}/unpacked" >/dev/null
+  mv "${work}/unpacked/rootfs" "${out}/rootfs"
   for image in "${images[@]}"; do
-    rm -rf "${out:?}/${image}" "${out}/${image}.tar"
-    skopeo copy --quiet "oci:${out}/oci:${image}" \
-      "docker-archive:${out}/${image}.tar:acme/${image}-controlplane:${version}"
-    umoci unpack --image "${out}/oci:${image}" "${out}/${image}" >/dev/null
+    mkdir -p "${out}/${image}"
+    umoci raw runtime-config --image "${out}/oci:${image}" "${out}/${image}/config.json"
+    ln -s ../rootfs "${out}/${image}/rootfs"
     echo "${image} $(skopeo inspect --format '{{.Digest}}' "oci:${out}/oci:${image}")" >>"${out}/digests.new"
   done
   mv "${out}/digests.new" "${out}/digests"
@@ -222,20 +225,28 @@ release() {
   [ -x "${crossplane}" ] || "${root}/tools/build.sh" crossplane
   rm -rf "${dist}"
   mkdir -p "${dist}"
-  local image package
+  local image package digest
   for image in "${images[@]}"; do
     package="${image}-controlplane"
     [ "${image}" = function ] || package="provider-controlplane"
-    cp "${out}/${image}.tar" "${dist}/${package}-image.tar"
+    digest="$(awk -v i="${image}" '$1 == i {print $2}' "${out}/digests")"
+    # `xpkg build` takes a docker-archive (not an OCI layout) as the runtime to embed.
+    rm -f "${out}/${image}.docker.tar"
+    skopeo copy --quiet "oci:${out}/oci:${image}" \
+      "docker-archive:${out}/${image}.docker.tar:acme/${package}:${version}"
     "${crossplane}" xpkg build --package-root "${root}/package/${image}" \
       --examples-root "${out}/no-examples" \
-      --embed-runtime-image-tarball "${out}/${image}.tar" \
+      --embed-runtime-image-tarball "${out}/${image}.docker.tar" \
       --package-file "${dist}/${package}.xpkg"
-    PYTHONPATH="${root}" python3 -m tools.sbom "${out}/${image}/rootfs" \
-      "acme/${image}-controlplane" "${version}" \
-      "$(awk -v i="${image}" '$1 == i {print $2}' "${out}/digests")" \
-      >"${dist}/${package}-image.sbom.cdx.json"
+    PYTHONPATH="${root}" "${python}" -m tools.sbom "${out}/${image}/rootfs" \
+      "acme/${package}" "${version}" "${digest}" >"${dist}/${package}.sbom.cdx.json"
   done
+  # Both images in one OCI layout (they share their one layer), tagged
+  # function and provider, as a tar whose bytes depend on nothing but its files:
+  # `skopeo copy oci-archive:...:function docker://...` pushes it digest for digest.
+  tar --create --file "${dist}/controlplane-images.oci.tar" --directory "${out}/oci" \
+    --sort=name --mtime="@${SOURCE_DATE_EPOCH}" --owner=0 --group=0 --numeric-owner \
+    --format=posix --pax-option=exthdr.name=%d/PaxHeaders/%f,delete=atime,delete=ctime .
   (cd "${dist}" && sha256sum -- * >SHA256SUMS)
   log "dist/: $(cd "${dist}" && ls | tr '\n' ' ')"
 }
@@ -245,9 +256,9 @@ release() {
 lock() {
   local report
   report="$(mktemp)"
-  python3.11 -m pip install --quiet --dry-run --ignore-installed --only-binary=:all: \
+  "${python}" -m pip install --quiet --dry-run --ignore-installed --only-binary=:all: \
     --report "${report}" "${root}" "$(sed -n 's/^requires = \["\(setuptools[^"]*\)"\]$/\1/p' "${root}/pyproject.toml")"
-  PYTHONPATH="${root}" python3 -m tools.lock "${report}" "${root}/tools/image-requirements.txt"
+  PYTHONPATH="${root}" "${python}" -m tools.lock "${report}" "${root}/tools/image-requirements.txt"
   rm -f "${report}"
 }
 

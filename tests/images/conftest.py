@@ -1,0 +1,133 @@
+"""The images `make images` built, unpacked, and ways to run them (sandbox.rootfs).
+
+Every test here is marked ``images``; it is skipped, with the command to run,
+when the images have not been built (`make test` builds them first).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import subprocess
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sandbox import rootfs
+from tests.schemas import ROOT
+
+IMAGES_DIR = Path(os.environ.get("IMAGES_DIR", ROOT / ".build" / "images"))
+RUN_TIMEOUT_SECONDS = 60
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if Path(str(item.fspath)).is_relative_to(Path(__file__).parent):
+            item.add_marker(pytest.mark.images)
+
+
+def unpacked(name: str) -> rootfs.Image:
+    """The image ``name`` as `make images` unpacked it; skip when it has not been built."""
+    bundle = IMAGES_DIR / name
+    if not (bundle / "config.json").is_file():
+        pytest.skip(f"{bundle} is not built: run `make images` (as root)")
+    return rootfs.Image.unpacked(bundle)
+
+
+def oci_config(name: str) -> dict[str, Any]:
+    """The OCI image config of the image tagged ``name`` in the built layout."""
+    layout = IMAGES_DIR / "oci"
+    if not (layout / "index.json").is_file():
+        pytest.skip(f"{layout} is not built: run `make images` (as root)")
+
+    def blob(digest: str) -> dict[str, Any]:
+        algorithm, _, hexdigest = digest.partition(":")
+        found: dict[str, Any] = json.loads((layout / "blobs" / algorithm / hexdigest).read_text())
+        return found
+
+    index = json.loads((layout / "index.json").read_text())
+    manifest = next(
+        m
+        for m in index["manifests"]
+        if m.get("annotations", {}).get("org.opencontainers.image.ref.name") == name
+    )
+    return blob(blob(manifest["digest"])["config"]["digest"])
+
+
+@pytest.fixture(scope="session")
+def function_image() -> rootfs.Image:
+    return unpacked("function")
+
+
+@pytest.fixture(scope="session")
+def provider_image() -> rootfs.Image:
+    return unpacked("provider")
+
+
+def python_in(image: rootfs.Image, code: str) -> subprocess.CompletedProcess[str]:
+    """Run ``code`` with the image's /venv/bin/python, as the image's user."""
+    process = rootfs.popen(
+        image,
+        ["-c", code],
+        command=["/venv/bin/python"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        out, err = process.communicate(timeout=RUN_TIMEOUT_SECONDS)
+    finally:
+        if process.poll() is None:
+            rootfs.stop(process)
+    return subprocess.CompletedProcess(process.args, process.returncode, out.decode(), err.decode())
+
+
+class Running:
+    """A process of an image, its log in a file."""
+
+    def __init__(self, process: subprocess.Popen[bytes], log: Path) -> None:
+        self.process = process
+        self.log_path = log
+        self.exit_code: int | None = None
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+
+@contextlib.contextmanager
+def running(
+    image: rootfs.Image,
+    args: Sequence[str],
+    log: Path,
+    *,
+    command: Sequence[str] | None = None,
+    env: dict[str, str] | None = None,
+    binds: Sequence[rootfs.Bind] = (),
+) -> Iterator[Running]:
+    """Run the image's entrypoint (or ``command``) with ``args``; stop it (SIGTERM) after."""
+    with log.open("ab") as output:
+        process = rootfs.popen(
+            image,
+            args,
+            command=command,
+            env=env,
+            binds=binds,
+            stdout=output,
+            stderr=subprocess.STDOUT,
+        )
+    run = Running(process, log)
+    try:
+        yield run
+    finally:
+        run.exit_code = rootfs.stop(process)
+
+
+def owned_by(image: rootfs.Image, *paths: Path) -> None:
+    """Give files to the image's user, as a pod's fsGroup would make them readable."""
+    for path in paths:
+        os.chown(path, image.uid, image.gid)
