@@ -10,7 +10,7 @@ STAMP := $(VENV)/.installed
 example: $(STAMP) ## Render the example composite through the real function.
 	$(BIN)/function-controlplane render
 
-test: $(STAMP) tools ## Run every test: lint, types, unit, gRPC and end to end.
+test: $(STAMP) tools images ## Run every test: lint, types, unit, gRPC, end to end and the images.
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy

@@ -9,6 +9,7 @@
 #   tools/images.sh release    the images, then dist/: xpkgs with their runtime, image
 #                              tarballs, SBOMs and SHA256SUMS
 #   tools/images.sh lock       re-resolve tools/image-requirements.txt from pyproject.toml
+#   tools/images.sh fingerprint  the hash of everything the images are made of
 #
 # Run as root (mmdebstrap's root mode, chroot, ownership kept when unpacking).
 # Writes IMAGES_DIR (default .build/images): oci/ (an OCI layout with the tags
@@ -265,6 +266,7 @@ lock() {
 case "${1:-}" in
   release) shift; release "$@" ;;
   lock) lock ;;
+  fingerprint) fingerprint ;;
   "" | --force) build "$@" ;;
-  *) echo "usage: tools/images.sh [--force | release [--force] | lock]" >&2; exit 2 ;;
+  *) echo "usage: tools/images.sh [--force | release [--force] | lock | fingerprint]" >&2; exit 2 ;;
 esac

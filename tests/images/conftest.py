@@ -11,6 +11,7 @@ import json
 import os
 import subprocess
 from collections.abc import Iterator, Sequence
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -131,3 +132,26 @@ def owned_by(image: rootfs.Image, *paths: Path) -> None:
     """Give files to the image's user, as a pod's fsGroup would make them readable."""
     for path in paths:
         os.chown(path, image.uid, image.gid)
+
+
+def built_epoch() -> int:
+    """The SOURCE_DATE_EPOCH the images were built with (their creation time)."""
+    created = oci_config("function")["created"]
+    return int(datetime.fromisoformat(created).timestamp())
+
+
+@pytest.fixture(scope="session", autouse=True)
+def images_are_current() -> None:
+    """Fail, rather than test old images, when the tree changed since `make images`."""
+    fingerprint = IMAGES_DIR / "fingerprint"
+    if not fingerprint.is_file():
+        return  # not built: every test that needs them skips
+    current = subprocess.run(
+        [str(ROOT / "tools" / "images.sh"), "fingerprint"],
+        env={**os.environ, "SOURCE_DATE_EPOCH": str(built_epoch())},
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    if current != fingerprint.read_text().strip():
+        pytest.fail(f"the images in {IMAGES_DIR} are older than the tree: run `make images`")
