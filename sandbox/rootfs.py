@@ -14,6 +14,24 @@ Stop it with :func:`stop`: it signals the namespace's first process, as a
 kubelet does (``unshare`` itself passes no signal on), then kills it after a
 grace period. It needs root (the tests and CI run as root). Standard library
 only; nothing here depends on pytest.
+
+Where a process of the development venv would start, the same command runs
+from the image::
+
+    image = rootfs.built("provider")  # .build/images/provider, from `make images`
+    process = rootfs.popen(
+        image,
+        ["--kubeconfig", "/tmp/kube/kubeconfig"],
+        binds=[rootfs.Bind(kubeconfig_folder, "/tmp/kube")],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    ...
+    rootfs.stop(process)
+
+``command=["/venv/bin/controlplane-backup-controller"]`` runs the Backup
+controller from the provider image. Files the process reads must be readable
+by its user (65532), as a pod's ``fsGroup`` would make them.
 """
 
 from __future__ import annotations
@@ -33,6 +51,8 @@ from pathlib import Path
 from typing import Any
 
 SPEC_VARIABLE = "SANDBOX_ROOTFS_SPEC"
+# Where `make images` (tools/images.sh) unpacks the images of this checkout.
+IMAGES_DIR = Path(__file__).resolve().parents[1] / ".build" / "images"
 DEVICES = ("null", "zero", "full", "random", "urandom", "tty")
 DEVICE_LINKS = {
     "fd": "/proc/self/fd",
@@ -79,6 +99,15 @@ class Image:
             uid=int(process["user"]["uid"]),
             gid=int(process["user"]["gid"]),
         )
+
+
+def built(name: str, images_dir: Path = IMAGES_DIR) -> Image:
+    """The image ``name`` (``function`` or ``provider``) that `make images` unpacked."""
+    bundle = images_dir / name
+    if not (bundle / "config.json").is_file():
+        msg = f"{bundle} is not built: run `make images` (as root)"
+        raise FileNotFoundError(msg)
+    return Image.unpacked(bundle)
 
 
 @dataclass(frozen=True)

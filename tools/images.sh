@@ -210,8 +210,10 @@ build() {
   mv "${work}/unpacked/rootfs" "${out}/rootfs"
   for image in "${images[@]}"; do
     mkdir -p "${out}/${image}"
-    umoci raw runtime-config --image "${out}/oci:${image}" "${out}/${image}/config.json"
     ln -s ../rootfs "${out}/${image}/rootfs"
+    # From the bundle, so that the config's root is the relative path "rootfs".
+    (cd "${out}/${image}" && umoci raw runtime-config --image "${out}/oci:${image}" \
+      --rootfs rootfs config.json)
     echo "${image} $(skopeo inspect --format '{{.Digest}}' "oci:${out}/oci:${image}")" >>"${out}/digests.new"
   done
   mv "${out}/digests.new" "${out}/digests"

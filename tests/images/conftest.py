@@ -20,7 +20,7 @@ import pytest
 from sandbox import rootfs
 from tests.schemas import ROOT
 
-IMAGES_DIR = Path(os.environ.get("IMAGES_DIR", ROOT / ".build" / "images"))
+IMAGES_DIR = Path(os.environ.get("IMAGES_DIR", rootfs.IMAGES_DIR))
 RUN_TIMEOUT_SECONDS = 60
 
 
@@ -32,10 +32,10 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 def unpacked(name: str) -> rootfs.Image:
     """The image ``name`` as `make images` unpacked it; skip when it has not been built."""
-    bundle = IMAGES_DIR / name
-    if not (bundle / "config.json").is_file():
-        pytest.skip(f"{bundle} is not built: run `make images` (as root)")
-    return rootfs.Image.unpacked(bundle)
+    try:
+        return rootfs.built(name, IMAGES_DIR)
+    except FileNotFoundError as error:
+        pytest.skip(str(error))
 
 
 def oci_config(name: str) -> dict[str, Any]:
