@@ -298,3 +298,23 @@ def test_a_boundary_does_not_mistake_a_module_for_one_sharing_its_prefix() -> No
     assert not under("provider.managedx", ("provider.managed",))
     assert not under("functions", ("function",))
     assert not under("grpcio_tools", ("grpc",))
+
+
+# Run by the build machine's bare python3 (tools/images.sh) or, inside the
+# launched process's namespaces, by `python -I` (sandbox/rootfs.py): nothing
+# but the standard library is importable there.
+STANDARD_LIBRARY_ONLY = ("tools/*.py", "sandbox/rootfs.py")
+
+
+def test_the_image_build_helpers_and_the_rootfs_launcher_import_only_the_standard_library() -> None:
+    import sys
+
+    files = files_matching(STANDARD_LIBRARY_ONLY)
+    assert "tools/rootfs.py" in files
+    offending = [
+        found
+        for relative in files
+        for found in imports_in(relative)
+        if found.module.split(".")[0] not in {*sys.stdlib_module_names, "__future__", "tools"}
+    ]
+    assert not offending, "\n".join(map(str, offending))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import subprocess
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -154,3 +155,45 @@ def test_the_image_python_runs_as_nonroot_on_a_read_only_root_with_its_own_certi
     assert lines[2] == "Europe/Berlin", "tzdata"
     assert lines[3] == "30", "EROFS: the root file system is read-only"
     assert lines[4:] == ["no pip", "no sandbox"]
+
+
+def elf_files(root: Path) -> list[Path]:
+    found = []
+    for directory, _, files in os.walk(root):
+        for name in files:
+            path = Path(directory, name)
+            if not path.is_symlink() and path.is_file():
+                with path.open("rb") as handle:
+                    if handle.read(4) == b"\x7fELF":
+                        found.append(path)
+    return found
+
+
+def test_every_binary_and_library_finds_the_libraries_it_links_in_the_image(
+    function_image: rootfs.Image,
+) -> None:
+    """The packages dropped from the runtime stage took nothing a kept file needs."""
+    root = function_image.rootfs
+    files = elf_files(root)
+    assert len(files) > 100
+    missing = []
+    for path in files:
+        # The image's own dynamic loader resolves against the image's libraries.
+        listed = subprocess.run(
+            [
+                "chroot",
+                str(root),
+                "/lib64/ld-linux-x86-64.so.2",
+                "--list",
+                f"/{path.relative_to(root)}",
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
+        ).stdout
+        missing += [
+            f"{path.relative_to(root)}: {line.strip()}"
+            for line in listed.splitlines()
+            if "not found" in line
+        ]
+    assert missing == []

@@ -7,8 +7,6 @@ namespaces, chroot, uid 65532, read-only root) against real servers on loopback.
 from __future__ import annotations
 
 import shutil
-import urllib.error
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,6 +21,7 @@ from tests import builders as b
 from tests.images.conftest import Running, owned_by, running
 from tests.kube.apiserver import _PKI, APIServerFactory
 from tests.provider.harness import PROVIDER_CRDS, Kube, wait_for
+from tests.provider.test_process import http_status
 from tests.schemas import ROOT
 from tests.servers import free_port
 
@@ -101,16 +100,6 @@ def test_the_function_image_answers_run_function_over_mtls_and_refuses_strangers
     assert "instance" in rsp.desired.resources
     assert refused.value.code() == grpc.StatusCode.UNAVAILABLE, "the TLS handshake fails"
     assert process.exit_code == 0, f"SIGTERM stops it cleanly: {process.log()}"
-
-
-def http_status(port: int, path: str) -> int:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as response:
-            return int(response.status)
-    except urllib.error.HTTPError as error:
-        return int(error.code)
-    except OSError:
-        return 0
 
 
 @dataclass
