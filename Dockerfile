@@ -33,7 +33,8 @@ RUN sh tools/venv.sh /src
 
 FROM gcr.io/distroless/python3-debian12:nonroot AS runtime
 COPY --from=build /venv /venv
-ENV SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt PYTHONUNBUFFERED=1
+# distroless sets the first two too; they are stated so that the two builds can be compared.
+ENV SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt LANG=C.UTF-8 PYTHONUNBUFFERED=1
 # Numeric, so that a pod's runAsNonRoot can check it; 65532 is distroless's nonroot.
 USER 65532:65532
 WORKDIR /home/nonroot

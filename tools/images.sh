@@ -121,6 +121,7 @@ image_config() { # <image>
     --config.workingdir /home/nonroot
     --config.env "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
     --config.env "SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt"
+    --config.env "LANG=C.UTF-8"
     --config.env "PYTHONUNBUFFERED=1"
     --config.label "org.opencontainers.image.version=${version}"
     --config.label "org.opencontainers.image.revision=$(git -C "${root}" rev-parse HEAD)"

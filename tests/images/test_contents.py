@@ -197,3 +197,26 @@ def test_every_binary_and_library_finds_the_libraries_it_links_in_the_image(
             if "not found" in line
         ]
     assert missing == []
+
+
+def test_every_command_in_the_venv_starts(function_image: rootfs.Image) -> None:
+    """No console script points at a module the image lacks (the sandbox's, say)."""
+    scripts = sorted(
+        p.name
+        for p in (function_image.rootfs / "venv" / "bin").iterdir()
+        if not p.is_symlink() and p.read_bytes().startswith(b"#!")
+    )
+    assert {"controlplane-backup-controller", "controlplane-provider", "function-controlplane"} <= (
+        set(scripts)
+    )
+    for script in scripts:
+        process = rootfs.popen(
+            function_image,
+            ["--help"],
+            command=[f"/venv/bin/{script}"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+        )
+        output = process.communicate(timeout=60)[0].decode()
+        assert process.returncode == 0, f"{script}: {output}"
+        assert "usage:" in output.lower(), script
