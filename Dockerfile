@@ -16,6 +16,8 @@
 # nothing in /usr/local, so the build stage uses Debian's python3 too, not the
 # python:3.11 image (whose interpreter is /usr/local/bin/python3).
 
+# The lock (tools/image-requirements.txt) hashes the x86_64 wheels: build for
+# linux/amd64 (docker build --platform linux/amd64).
 FROM debian:12-slim AS build
 # Reproducible builds: pass --build-arg SOURCE_DATE_EPOCH=$(git log -1 --format=%ct).
 ARG SOURCE_DATE_EPOCH
