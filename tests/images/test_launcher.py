@@ -1,0 +1,88 @@
+"""sandbox.rootfs: bind mounts, a refused mount point, and a process that ignores SIGTERM."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from pathlib import Path
+
+from sandbox import rootfs
+from tests.images.conftest import owned_by
+
+
+def test_a_bound_file_is_readable_and_read_only_inside(
+    function_image: rootfs.Image, tmp_path: Path
+) -> None:
+    config = tmp_path / "settings.txt"
+    config.write_text("from the host\n")
+    owned_by(function_image, config)
+    process = rootfs.popen(
+        function_image,
+        [
+            "-c",
+            "print(open('/tmp/in/settings.txt').read().strip())\n"
+            "try:\n    open('/tmp/in/settings.txt', 'a')\nexcept OSError as error:\n"
+            "    print(error.errno)\n",
+        ],
+        command=["/venv/bin/python"],
+        binds=[rootfs.Bind(config, "/tmp/in/settings.txt")],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    out, err = process.communicate(timeout=60)
+    assert process.returncode == 0, err.decode()
+    assert out.decode().splitlines() == ["from the host", "30"], "EROFS: bound read-only"
+
+
+def test_a_mount_point_the_image_lacks_outside_tmp_is_refused(
+    function_image: rootfs.Image, tmp_path: Path
+) -> None:
+    process = rootfs.popen(
+        function_image,
+        ["-c", "print('ran')"],
+        command=["/venv/bin/python"],
+        binds=[rootfs.Bind(tmp_path, "/etc/not-in-the-image")],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    out, err = process.communicate(timeout=60)
+    assert process.returncode != 0
+    assert out == b""
+    assert b"/etc/not-in-the-image does not exist in the image" in err
+
+
+def test_stop_kills_a_process_that_ignores_sigterm_after_the_grace_period(
+    function_image: rootfs.Image,
+) -> None:
+    # As pid 1 of its namespace, a process without a SIGTERM handler ignores it.
+    process = rootfs.popen(
+        function_image,
+        ["-c", "print('up', flush=True)\nimport time\ntime.sleep(600)"],
+        command=["/venv/bin/python"],
+        stdout=subprocess.PIPE,
+    )
+    assert process.stdout is not None
+    assert process.stdout.readline() == b"up\n"
+    started = time.monotonic()
+    code = rootfs.stop(process, grace=1.0)
+    assert code != 0
+    assert 1.0 <= time.monotonic() - started < 30
+
+
+def test_the_image_user_cannot_read_a_root_only_file_it_is_given(
+    function_image: rootfs.Image, tmp_path: Path
+) -> None:
+    secret = tmp_path / "root-only"
+    secret.write_text("x")
+    secret.chmod(0o600)
+    process = rootfs.popen(
+        function_image,
+        ["-c", "open('/tmp/s')"],
+        command=["/venv/bin/python"],
+        binds=[rootfs.Bind(secret, "/tmp/s")],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    _, err = process.communicate(timeout=60)
+    assert process.returncode != 0
+    assert b"PermissionError" in err, "uid 65532 holds no capability to bypass file modes"
