@@ -68,12 +68,15 @@ def provider_image() -> rootfs.Image:
     return unpacked("provider")
 
 
-def python_in(image: rootfs.Image, code: str) -> subprocess.CompletedProcess[str]:
+def python_in(
+    image: rootfs.Image, code: str, binds: Sequence[rootfs.Bind] = ()
+) -> subprocess.CompletedProcess[str]:
     """Run ``code`` with the image's /venv/bin/python, as the image's user."""
     process = rootfs.popen(
         image,
         ["-c", code],
         command=["/venv/bin/python"],
+        binds=binds,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )

@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 from sandbox import rootfs
-from tests.images.conftest import owned_by
+from tests.images.conftest import owned_by, python_in
 
 
 def test_a_bound_file_is_readable_and_read_only_inside(
@@ -16,39 +16,26 @@ def test_a_bound_file_is_readable_and_read_only_inside(
     config = tmp_path / "settings.txt"
     config.write_text("from the host\n")
     owned_by(function_image, config)
-    process = rootfs.popen(
+    result = python_in(
         function_image,
-        [
-            "-c",
-            "print(open('/tmp/in/settings.txt').read().strip())\n"
-            "try:\n    open('/tmp/in/settings.txt', 'a')\nexcept OSError as error:\n"
-            "    print(error.errno)\n",
-        ],
-        command=["/venv/bin/python"],
+        "print(open('/tmp/in/settings.txt').read().strip())\n"
+        "try:\n    open('/tmp/in/settings.txt', 'a')\nexcept OSError as error:\n"
+        "    print(error.errno)\n",
         binds=[rootfs.Bind(config, "/tmp/in/settings.txt")],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
     )
-    out, err = process.communicate(timeout=60)
-    assert process.returncode == 0, err.decode()
-    assert out.decode().splitlines() == ["from the host", "30"], "EROFS: bound read-only"
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == ["from the host", "30"], "EROFS: bound read-only"
 
 
 def test_a_mount_point_the_image_lacks_outside_tmp_is_refused(
     function_image: rootfs.Image, tmp_path: Path
 ) -> None:
-    process = rootfs.popen(
-        function_image,
-        ["-c", "print('ran')"],
-        command=["/venv/bin/python"],
-        binds=[rootfs.Bind(tmp_path, "/etc/not-in-the-image")],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
+    result = python_in(
+        function_image, "print('ran')", binds=[rootfs.Bind(tmp_path, "/etc/not-in-the-image")]
     )
-    out, err = process.communicate(timeout=60)
-    assert process.returncode != 0
-    assert out == b""
-    assert b"/etc/not-in-the-image does not exist in the image" in err
+    assert result.returncode != 0
+    assert result.stdout == ""
+    assert "/etc/not-in-the-image does not exist in the image" in result.stderr
 
 
 def test_stop_kills_a_process_that_ignores_sigterm_after_the_grace_period(
@@ -75,14 +62,6 @@ def test_the_image_user_cannot_read_a_root_only_file_it_is_given(
     secret = tmp_path / "root-only"
     secret.write_text("x")
     secret.chmod(0o600)
-    process = rootfs.popen(
-        function_image,
-        ["-c", "open('/tmp/s')"],
-        command=["/venv/bin/python"],
-        binds=[rootfs.Bind(secret, "/tmp/s")],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
-    _, err = process.communicate(timeout=60)
-    assert process.returncode != 0
-    assert b"PermissionError" in err, "uid 65532 holds no capability to bypass file modes"
+    result = python_in(function_image, "open('/tmp/s')", binds=[rootfs.Bind(secret, "/tmp/s")])
+    assert result.returncode != 0
+    assert "PermissionError" in result.stderr, "uid 65532 holds no capability to bypass modes"
