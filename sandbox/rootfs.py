@@ -184,7 +184,7 @@ def popen(
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
         SPEC_VARIABLE: json.dumps(spec.__dict__),
     }
-    return subprocess.Popen(launcher, env=host_env, **options)  # noqa: S603
+    return subprocess.Popen(launcher, env=host_env, **options)
 
 
 def first_process(launcher: subprocess.Popen[bytes]) -> int | None:

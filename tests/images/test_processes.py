@@ -17,13 +17,12 @@ from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
 
 from function.render import request
 from sandbox import rootfs
+from sandbox.apiserver import _PKI, APIServerFactory, free_port
+from sandbox.spaces import PROVIDER_CRDS, Kube, wait_for
 from tests import builders as b
 from tests.images.conftest import Running, owned_by, running
-from tests.kube.apiserver import _PKI, APIServerFactory
-from tests.provider.harness import PROVIDER_CRDS, Kube, wait_for
 from tests.provider.test_process import http_status
 from tests.schemas import ROOT
-from tests.servers import free_port
 
 STARTUP_SECONDS = 60
 CALL_TIMEOUT_SECONDS = 10
