@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: example test lint typecheck tools images release bench clean
+.PHONY: example test lint typecheck tools images release sandbox bench clean
 
 example: $(STAMP) ## Render the example composite through the real function.
 	$(BIN)/function-controlplane render
@@ -31,6 +31,9 @@ images: ## OCI images of the function and the provider, without Docker (tools/im
 
 release: ## dist/: both xpkgs with their runtime image, image tarballs, SBOMs, SHA256SUMS.
 	tools/images.sh release
+
+sandbox: $(STAMP) tools ## The whole platform on this machine until Ctrl-C.
+	$(BIN)/controlplane-sandbox up --no-build
 
 bench: $(STAMP)
 	$(BIN)/python -m bench.function_latency

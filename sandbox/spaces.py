@@ -210,13 +210,15 @@ class Kube:
 class SpacesSimulator:
     """Plays the Spaces controller: marks ControlPlanes Ready and writes their kubeconfig.
 
-    The kubeconfig it writes points at ``hosted``, a real API server standing
-    in for every hosted control plane.
+    The kubeconfig it writes points at ``hosted``: a real API server standing
+    in for every hosted control plane, or a function that starts one per
+    ControlPlane (given `<namespace>-<name>`), called once per ControlPlane.
     """
 
-    def __init__(self, space: Kube, hosted: APIServer) -> None:
+    def __init__(self, space: Kube, hosted: APIServer | Callable[[str], APIServer]) -> None:
         self.space = space
         self.hosted = hosted
+        self._hosted_by_uid: dict[str, APIServer] = {}
         self.ready = threading.Event()
         self.ready.set()
         self._stop = threading.Event()
@@ -229,6 +231,16 @@ class SpacesSimulator:
     def __exit__(self, *_: object) -> None:
         self._stop.set()
         self._thread.join(timeout=10)
+
+    def hosted_for(self, control_plane: dict[str, Any]) -> APIServer:
+        """The API server behind one ControlPlane (started on first sight if per ControlPlane)."""
+        if isinstance(self.hosted, APIServer):
+            return self.hosted
+        metadata = control_plane["metadata"]
+        uid = metadata["uid"]
+        if uid not in self._hosted_by_uid:
+            self._hosted_by_uid[uid] = self.hosted(f"{metadata['namespace']}-{metadata['name']}")
+        return self._hosted_by_uid[uid]
 
     def _loop(self) -> None:
         while not self._stop.wait(POLL_SECONDS):
@@ -250,7 +262,7 @@ class SpacesSimulator:
                 self.space.put_secret(
                     ref.get("namespace") or metadata["namespace"],
                     ref["name"],
-                    {"kubeconfig": self.hosted.kubeconfig.encode()},
+                    {"kubeconfig": self.hosted_for(cp).kubeconfig.encode()},
                 )
             now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
             status = {

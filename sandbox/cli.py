@@ -1,0 +1,114 @@
+"""`controlplane-sandbox up`: the whole platform on this machine, until Ctrl-C.
+
+It builds the Go tools that are missing (tools/build.sh, cached), starts
+every process, installs the packages, XRDs and compositions, makes a git
+repository with an example, prints the management cluster's kubeconfig and
+what to try, and stops everything on Ctrl-C or SIGTERM.
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from types import FrameType
+
+import click
+
+from sandbox.paths import REPO_ROOT
+from sandbox.platform import Platform
+
+EXAMPLE_FILES = {
+    "clusters/sandbox/greeting.yaml": (
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: greeting\n  namespace: default\n"
+        "data:\n  hello: from the sandbox's git repository\n"
+    ),
+}
+
+
+def _example(namespace: str, url: str) -> str:
+    return f"""apiVersion: v1
+kind: Namespace
+metadata:
+  name: {namespace}
+---
+apiVersion: platform.acme.io/v1alpha1
+kind: ControlPlane
+metadata:
+  name: demo
+  namespace: {namespace}
+spec:
+  source:
+    url: {url}
+    ref:
+      branch: main
+    path: ./clusters/sandbox
+    interval: 1m
+"""
+
+
+@click.group()
+def main() -> None:
+    """The whole platform on one machine: real Crossplane core, Flux and our controllers."""
+
+
+@main.command()
+@click.option(
+    "--workdir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Where processes keep data and logs (default: a new temporary folder).",
+)
+@click.option("--no-build", is_flag=True, help="Do not run tools/build.sh first.")
+def up(workdir: Path | None, no_build: bool) -> None:
+    """Start the platform, print how to reach it, and stop it on Ctrl-C."""
+    if not no_build:
+        click.echo("building missing tools (tools/build.sh; cached tools are skipped)...")
+        built = subprocess.run([str(REPO_ROOT / "tools" / "build.sh")], check=False)
+        if built.returncode != 0:
+            raise click.ClickException("tools/build.sh failed; see its output above")
+    if workdir is None:
+        workdir = Path(tempfile.mkdtemp(prefix="controlplane-sandbox-"))
+    stop = threading.Event()
+
+    def stop_on(signum: int, _frame: FrameType | None) -> None:
+        stop.set()
+        click.echo(f"\n{signal.Signals(signum).name}: stopping everything...", err=True)
+
+    signal.signal(signal.SIGTERM, stop_on)
+    signal.signal(signal.SIGINT, stop_on)
+    click.echo(f"starting the platform in {workdir} (a minute or two)...")
+    started = time.monotonic()
+    try:
+        with Platform(workdir) as platform:
+            repository = platform.git.repository("demo")
+            repository.commit(EXAMPLE_FILES, "An example for the sandbox")
+            example = workdir / "controlplane.yaml"
+            example.write_text(_example("team-demo", repository.url))
+            kubeconfig = platform.kubeconfig
+            click.echo(
+                f"""
+The platform is up ({time.monotonic() - started:.0f}s). Management cluster:
+
+  export KUBECONFIG={kubeconfig}
+
+Try:
+
+  kubectl apply -f {example}
+  kubectl -n team-demo get controlplanes.platform.acme.io demo -w
+  kubectl -n team-demo get managed,kustomizations,gitrepositories
+  kubectl -n team-demo get secret demo-kubeconfig -o jsonpath='{{.data.kubeconfig}}' \\
+    | base64 -d > demo.kubeconfig   # the team's control plane; Flux put a ConfigMap there
+
+Logs are in {workdir}. Ctrl-C stops everything.""",
+                nl=True,
+            )
+            while not stop.wait(1.0):
+                pass
+    except KeyboardInterrupt:
+        pass
+    click.echo("stopped.")
+    sys.exit(0)

@@ -1,0 +1,112 @@
+"""Flux's source-controller and kustomize-controller as processes, with their CRDs.
+
+Both read KUBECONFIG (they have no flag for it), listen on loopback ports of
+their own, and need all six source CRDs and the Kustomization CRD installed,
+or they exit or hang. source-controller serves artifacts from a folder on a
+loopback address; kustomize-controller fetches them from there.
+"""
+
+from __future__ import annotations
+
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from sandbox.apiserver import APIServer, free_port
+from sandbox.paths import TOOLS, TOOLS_BIN
+from sandbox.processes import Process
+from sandbox.spaces import Kube
+
+SOURCE_CONTROLLER_BIN = TOOLS_BIN / "source-controller"
+KUSTOMIZE_CONTROLLER_BIN = TOOLS_BIN / "kustomize-controller"
+# Copied from the controllers' modules by tools/build.sh, beside the binaries.
+CRD_FOLDERS = (
+    TOOLS / "flux" / "source-controller" / "crds",
+    TOOLS / "flux" / "kustomize-controller" / "crds",
+)
+NAMESPACE = "flux-system"
+_LOOPBACK = "127.0.0.1"
+_NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+
+def _healthy(port: int) -> bool:
+    try:
+        with _NO_PROXY.open(f"http://{_LOOPBACK}:{port}/readyz", timeout=2) as response:
+            return bool(response.status == 200)
+    except OSError:
+        return False
+
+
+@dataclass
+class _Controller:
+    name: str
+    binary: Path
+    flags: list[str]
+    metrics_port: int = field(default_factory=free_port)
+    health_port: int = field(default_factory=free_port)
+    process: Process | None = None
+
+    def start(self, server: APIServer, workdir: Path) -> None:
+        if not self.binary.is_file():
+            target = self.name.replace("-", "_")
+            raise FileNotFoundError(f"{self.binary} is missing: run tools/build.sh {target}")
+        self.process = Process(
+            self.name,
+            [
+                str(self.binary),
+                f"--metrics-addr={_LOOPBACK}:{self.metrics_port}",
+                f"--health-addr={_LOOPBACK}:{self.health_port}",
+                "--log-level=info",
+                *self.flags,
+            ],
+            workdir / f"{self.name}.log",
+            env={"KUBECONFIG": str(server.kubeconfig_path), "RUNTIME_NAMESPACE": NAMESPACE},
+        )
+        self.process.start(lambda: _healthy(self.health_port), timeout=120)
+
+
+@dataclass
+class Flux:
+    """source-controller and kustomize-controller on one API server."""
+
+    server: APIServer
+    workdir: Path
+    controllers: list[_Controller] = field(default_factory=list)
+
+    def install(self) -> None:
+        """Install the Flux CRDs and namespace, and wait until they are served."""
+        kube = Kube(self.server)
+        kube.apply_crds(*CRD_FOLDERS)
+        kube.namespace(NAMESPACE)
+
+    def start(self) -> None:
+        """Start both controllers; wait until each one's /readyz answers."""
+        storage = self.workdir / "artifacts"
+        storage.mkdir(parents=True, exist_ok=True)
+        storage_address = f"{_LOOPBACK}:{free_port()}"
+        self.controllers = [
+            _Controller(
+                "source-controller",
+                SOURCE_CONTROLLER_BIN,
+                [
+                    f"--storage-path={storage}",
+                    f"--storage-addr={storage_address}",
+                    f"--storage-adv-addr={storage_address}",
+                ],
+            ),
+            _Controller(
+                "kustomize-controller", KUSTOMIZE_CONTROLLER_BIN, ["--no-remote-bases=true"]
+            ),
+        ]
+        for controller in self.controllers:
+            controller.start(self.server, self.workdir)
+
+    @property
+    def processes(self) -> list[Process]:
+        """The running controllers' processes."""
+        return [c.process for c in self.controllers if c.process is not None]
+
+    def stop(self) -> None:
+        """Stop both controllers."""
+        for process in reversed(self.processes):
+            process.stop()

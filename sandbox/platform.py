@@ -1,0 +1,244 @@
+"""The whole platform on one machine, wired once for the system tests and `controlplane-sandbox`.
+
+One etcd holds every cluster, each a kube-apiserver under its own prefix:
+
+- the management cluster: Crossplane core (package runtime External, played
+  by `PackageRuntime`), kube-controller-manager (garbage collector, namespace
+  controller), Flux's source- and kustomize-controller, our function (mTLS),
+  provider and backup controller; our packages are built with `crossplane
+  xpkg build`, pushed to a loopback registry and installed under their
+  production names through an ImageConfig; then the XRDs and compositions,
+  as the README tells a platform team;
+- the Space: the upstream Spaces CRDs, with `SpacesSimulator` playing the
+  Spaces controller;
+- one hosted control plane (API server) per Space ControlPlane, started when
+  the simulator first sees it.
+
+Git repositories are served over smart HTTP on loopback. `Platform` is a
+context manager: leaving it stops everything, newest first.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from sandbox import kubectl
+from sandbox.apiserver import APIServer, APIServerFactory, run_etcd
+from sandbox.controller_manager import ControllerManager
+from sandbox.crossplane import NAMESPACE, PKG, CrossplaneCore, PackageRuntime
+from sandbox.flux import Flux
+from sandbox.git import GitServer
+from sandbox.launcher import Launcher, VirtualenvLauncher
+from sandbox.ours import Controller, FunctionServer
+from sandbox.paths import REPO_ROOT, UPSTREAM_CRDS
+from sandbox.pki import issue
+from sandbox.processes import Process
+from sandbox.registry import FUNCTION, PROVIDER, Registry
+from sandbox.spaces import SPACES_CRD, Kube, SpacesSimulator, condition, wait_for
+
+SPACE_GROUP = "default"
+SPACE_SECRET = "space-kubeconfig"
+BACKUP_CRDS = REPO_ROOT / "deploy" / "backup-controller" / "crds"
+INSTALL_DEADLINE = 180.0
+
+
+def _has(obj: dict[str, Any] | None, type_: str) -> bool:
+    return condition(obj, type_).get("status") == "True"
+
+
+@dataclass
+class Platform:
+    """Every process of the platform, started by `start` and stopped on exit."""
+
+    workdir: Path
+    launcher: Launcher = field(default_factory=VirtualenvLauncher)
+    provider_args: tuple[str, ...] = ("--poll-interval", "5")
+
+    def __post_init__(self) -> None:
+        self._stack = contextlib.ExitStack()
+        self.processes: list[Process] = []
+        self.hosted: dict[str, APIServer] = {}
+
+    def __enter__(self) -> Platform:
+        try:
+            self.start()
+        except BaseException:
+            self._stack.close()
+            raise
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stack.close()
+
+    def _started(self, part: Any) -> Any:
+        """Remember a started part so it is stopped on exit, and its process for logs."""
+        self._stack.callback(part.stop)
+        process = getattr(part, "process", None)
+        if isinstance(process, Process):
+            self.processes.append(process)
+        return part
+
+    def start(self) -> None:
+        """Start and install everything; return once the packages and XRDs are ready."""
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        etcd = self._stack.enter_context(run_etcd(parent_dir=self.workdir))
+        self.factory = self._stack.enter_context(APIServerFactory(etcd, parent_dir=self.workdir))
+        self.management = self.factory(name="management")
+        self.kube = Kube(self.management)
+        self.kubeconfig = self.management.kubeconfig_path
+        manager = ControllerManager(self.management, self.workdir)
+        manager.start()
+        self._started(manager)
+
+        self.space = Kube(self.factory(name="space"))
+        self.space.apply_crds(SPACES_CRD)
+        self.space.namespace(SPACE_GROUP)
+        self.simulator = self._stack.enter_context(SpacesSimulator(self.space, self._hosted))
+
+        self.core = CrossplaneCore(self.management, self.workdir / "crossplane")
+        self.core.init()
+        self.core.start()
+        self._started(self.core)
+        ca = self.core.root_ca
+        self.function = FunctionServer(
+            self.launcher, self.workdir, issue(ca, "function-controlplane"), ca.cert
+        )
+        self.function.start()
+        self._started(self.function)
+        self.package_runtime = self._stack.enter_context(
+            PackageRuntime(
+                self.kube, ca, self.function.certs, {FUNCTION.name: self.function.endpoint}
+            )
+        )
+        self.registry = Registry(self.workdir / "registry")
+        self.registry.start()
+        self._started(self.registry)
+        self._install_packages()
+
+        self.flux = Flux(self.management, self.workdir / "flux")
+        self.flux.install()
+        self.flux.start()
+        self._stack.callback(self.flux.stop)
+        self.processes.extend(self.flux.processes)
+
+        self._install_aws_crds()
+        self._connect_provider()
+        self.provider = Controller(
+            self.launcher,
+            self.workdir,
+            "controlplane-provider",
+            self.kubeconfig,
+            list(self.provider_args),
+        )
+        self.provider.start()
+        self._started(self.provider)
+        kubectl.apply(self.kubeconfig, BACKUP_CRDS)
+        self.backup_controller = Controller(
+            self.launcher, self.workdir, "controlplane-backup-controller", self.kubeconfig
+        )
+        self.backup_controller.start()
+        self._started(self.backup_controller)
+
+        self._install_api()
+        self.git = self._stack.enter_context(GitServer(self.workdir / "git"))
+
+    def _hosted(self, name: str) -> APIServer:
+        server = self.factory(name=name)
+        self.hosted[name] = server
+        return server
+
+    def _manifest(self, name: str, *documents: dict[str, Any]) -> Path:
+        path = self.workdir / "manifests" / f"{name}.yaml"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(yaml.safe_dump_all(documents, sort_keys=False))
+        return path
+
+    def _install_packages(self) -> None:
+        """Push our packages and install them as a platform team does, under production names."""
+        for package in (FUNCTION, PROVIDER):
+            self.registry.push(package)
+        packages = [
+            {
+                "apiVersion": "pkg.crossplane.io/v1",
+                "kind": kind,
+                "metadata": {"name": package.name},
+                "spec": {"package": package.reference},
+            }
+            for kind, package in (("Function", FUNCTION), ("Provider", PROVIDER))
+        ]
+        kubectl.apply(
+            self.kubeconfig,
+            self._manifest("packages", self.registry.image_config(), *packages),
+        )
+        for plural, package in (("functions", FUNCTION), ("providers", PROVIDER)):
+            wait_for(
+                f"{plural} {package.name} Installed and Healthy",
+                partial(self._healthy_package, plural, package.name),
+                timeout=INSTALL_DEADLINE,
+            )
+
+    def _healthy_package(self, plural: str, name: str) -> bool:
+        found = self.kube.get(plural, None, name, *PKG)
+        return _has(found, "Installed") and _has(found, "Healthy")
+
+    def _install_aws_crds(self) -> None:
+        """The provider-aws CRDs of the kinds the composition composes."""
+        self.kube.apply_crds(UPSTREAM_CRDS / "provider-aws")
+
+    def _connect_provider(self) -> None:
+        """The Space's kubeconfig secret and the README's ClusterProviderConfig."""
+        self.kube.put_secret(
+            NAMESPACE, SPACE_SECRET, {"kubeconfig": self.space.server.kubeconfig.encode()}
+        )
+        kubectl.apply(
+            self.kubeconfig, REPO_ROOT / "examples" / "provider" / "clusterproviderconfig.yaml"
+        )
+
+    def _install_api(self) -> None:
+        """The XRDs and compositions; wait until the XRDs are Established and Offered."""
+        kubectl.apply(
+            self.kubeconfig,
+            REPO_ROOT / "xrds",
+            REPO_ROOT / "compositions",
+            REPO_ROOT / "compositions" / "legacy",
+        )
+        for path in sorted((REPO_ROOT / "xrds").glob("*.yaml")):
+            name = yaml.safe_load(path.read_text())["metadata"]["name"]
+            wait_for(
+                f"XRD {name} Established and Offered",
+                partial(self._offered, name),
+                timeout=INSTALL_DEADLINE,
+            )
+
+    def _offered(self, name: str) -> bool:
+        xrd = self.kube.get(
+            "compositeresourcedefinitions", None, name, "apiextensions.crossplane.io", "v2"
+        )
+        # A legacy XRD offers its claim too.
+        offered = "claimNames" not in ((xrd or {}).get("spec") or {}) or _has(xrd, "Offered")
+        return _has(xrd, "Established") and offered
+
+    def logs(self, lines: int = 40) -> str:
+        """The tail of every process's log, for a failure message."""
+        return "\n\n".join(
+            f"--- {process.name} ({process.log_path})\n{process.log_tail(lines)}"
+            for process in self.processes
+        )
+
+
+@contextlib.contextmanager
+def running(workdir: Path | None = None, **options: Any) -> Iterator[Platform]:
+    """A started platform in `workdir` (a new temporary folder if None), stopped on exit."""
+    with contextlib.ExitStack() as stack:
+        if workdir is None:
+            workdir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="sandbox-")))
+        with Platform(workdir, **options) as platform:
+            yield platform

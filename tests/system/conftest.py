@@ -1,0 +1,59 @@
+"""One whole platform per session for the system tests, and its logs in every failure."""
+
+from __future__ import annotations
+
+from collections.abc import Generator, Iterator
+
+import pytest
+
+from sandbox.paths import TOOLS_BIN
+from sandbox.platform import Platform
+
+# Everything the platform runs that tools/build.sh builds.
+REQUIRED_TOOLS = (
+    "etcd",
+    "kube-apiserver",
+    "kube-controller-manager",
+    "kubectl",
+    "crossplane",
+    "crossplane-core",
+    "crane",
+    "source-controller",
+    "kustomize-controller",
+)
+
+_PLATFORM: list[Platform] = []
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark every test here `system`, so `pytest -m system` runs them alone."""
+    for item in items:
+        if "tests/system/" in str(item.fspath):
+            item.add_marker(pytest.mark.system)
+
+
+@pytest.fixture(scope="session")
+def platform(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Platform]:
+    """The whole platform, started once for the session."""
+    missing = [tool for tool in REQUIRED_TOOLS if not (TOOLS_BIN / tool).is_file()]
+    if missing:
+        pytest.skip(f"not built: {', '.join(missing)}: run tools/build.sh")
+    platform = Platform(tmp_path_factory.mktemp("platform"))
+    # Registered before it starts, so a failed start reports every log too.
+    _PLATFORM.append(platform)
+    try:
+        with platform:
+            yield platform
+    finally:
+        _PLATFORM.remove(platform)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    """Add the tail of every platform process's log to a failed system test's report."""
+    report = yield
+    if report.failed and _PLATFORM:
+        report.sections.append(("platform logs", _PLATFORM[0].logs()))
+    return report

@@ -1,0 +1,85 @@
+"""What the system tests do as a team would: apply composites, read what came of them."""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+from sandbox.platform import Platform
+from sandbox.spaces import Kube, condition, wait_for
+
+XR = ("platform.acme.io", "v1alpha1", "controlplanes")
+CLAIM = ("legacy.platform.acme.io", "v1alpha1", "controlplanes")
+INSTANCE = ("controlplane.spaces.upbound.io", "v1alpha1", "instances")
+KUSTOMIZATION = ("kustomize.toolkit.fluxcd.io", "v1", "kustomizations")
+GIT_REPOSITORY = ("source.toolkit.fluxcd.io", "v1", "gitrepositories")
+SPACE_CONTROLPLANE = ("spaces.upbound.io", "v1beta1", "controlplanes")
+# Deadlines for a platform on 2 shared cores: composing, a hosted API server, a Flux sync.
+UP_DEADLINE = 240.0
+SYNC_DEADLINE = 120.0
+
+_names = itertools.count(1)
+
+
+def unique(prefix: str) -> str:
+    """A name no other test of the session uses."""
+    return f"{prefix}-{next(_names)}"
+
+
+def get(kube: Kube, kind: tuple[str, str, str], namespace: str | None, name: str) -> Any:
+    """An object of `kind` (group, version, plural), or None."""
+    group, version, plural = kind
+    return kube.get(plural, namespace, name, group, version)
+
+
+def create(kube: Kube, kind: tuple[str, str, str], obj: dict[str, Any]) -> None:
+    """Create an object of `kind`."""
+    group, version, plural = kind
+    kube.create(plural, obj, group, version)
+
+
+def is_true(obj: dict[str, Any] | None, type_: str) -> bool:
+    """Whether the object's condition `type_` is True."""
+    return condition(obj, type_).get("status") == "True"
+
+
+def configmap(name: str, value: str, namespace: str = "default") -> str:
+    """A ConfigMap as YAML text, for a git repository."""
+    return (
+        f"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n  namespace: {namespace}\n"
+        f"data:\n  value: {value}\n"
+    )
+
+
+def configmap_value(platform: Platform, hosted: str, name: str) -> str | None:
+    """data.value of a ConfigMap in namespace default of a hosted control plane, or None."""
+    server = platform.hosted.get(hosted)
+    if server is None:
+        return None
+    kube = Kube(server)
+    try:
+        found = kube.core.read_namespaced_config_map(name, "default")
+    except Exception:  # noqa: BLE001 (absent, or the server not serving yet: not there yet)
+        return None
+    return str((found.data or {}).get("value"))
+
+
+def wait_ready(
+    platform: Platform,
+    kind: tuple[str, str, str],
+    namespace: str,
+    name: str,
+    timeout: float = UP_DEADLINE,
+) -> Any:
+    """The object once it is Ready, or a failure showing its last status."""
+    last: list[Any] = [None]
+
+    def ready() -> Any:
+        last[0] = get(platform.kube, kind, namespace, name)
+        return last[0] if is_true(last[0], "Ready") else None
+
+    try:
+        return wait_for(f"{kind[2]} {namespace}/{name} Ready", ready, timeout=timeout)
+    except AssertionError as error:
+        status = (last[0] or {}).get("status")
+        raise AssertionError(f"{error}; its last status: {status}") from None

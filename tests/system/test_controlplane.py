@@ -1,0 +1,153 @@
+"""A team's ControlPlane through real Crossplane core, our function and provider, and real Flux."""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+import yaml
+
+from sandbox.git import Repository
+from sandbox.platform import Platform
+from sandbox.spaces import wait_for
+
+from .helpers import (
+    GIT_REPOSITORY,
+    INSTANCE,
+    KUSTOMIZATION,
+    SPACE_CONTROLPLANE,
+    SYNC_DEADLINE,
+    XR,
+    configmap,
+    configmap_value,
+    create,
+    get,
+    is_true,
+    unique,
+    wait_ready,
+)
+
+
+@dataclass
+class Team:
+    """A team's namespace, git repository and ControlPlane, applied and Ready."""
+
+    namespace: str
+    name: str
+    repository: Repository
+    first_commit: str
+    composite: dict[str, Any]
+
+    @property
+    def hosted(self) -> str:
+        """The Space ControlPlane's name, and the key of its hosted API server."""
+        return f"{self.namespace}-{self.name}"
+
+
+def controlplane(namespace: str, name: str, url: str) -> dict[str, Any]:
+    """A v2 ControlPlane with a git source, syncing every 10 s (the contract's minimum)."""
+    return {
+        "apiVersion": "platform.acme.io/v1alpha1",
+        "kind": "ControlPlane",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "source": {
+                "url": url,
+                "ref": {"branch": "main"},
+                "path": "./app",
+                "interval": "10s",
+                "timeout": "1m",
+            }
+        },
+    }
+
+
+@pytest.fixture(scope="module")
+def team(platform: Platform) -> Iterator[Team]:
+    """One team's ControlPlane, applied and Ready, shared by the module's scenarios."""
+    namespace, name = unique("team"), "ctp"
+    repository = platform.git.repository(namespace)
+    sha = repository.commit({"app/greeting.yaml": configmap("greeting", "first")}, "first")
+    platform.kube.namespace(namespace)
+    create(platform.kube, XR, controlplane(namespace, name, repository.url))
+    composite = wait_ready(platform, XR, namespace, name)
+    yield Team(namespace, name, repository, sha, composite)
+
+
+def test_a_controlplane_becomes_ready_with_its_instance_and_git_source_synced(
+    platform: Platform, team: Team
+) -> None:
+    status = team.composite["status"]
+    for type_ in ("InstanceReady", "SourceSynced", "Ready", "Synced"):
+        assert is_true(team.composite, type_), (type_, status.get("conditions"))
+    assert status["instance"]["ready"] is True
+    assert status["instance"]["kubeconfigSecretRef"] == {
+        "name": f"{team.name}-kubeconfig",
+        "key": "kubeconfig",
+    }
+    assert status["source"] == {"ready": True, "revision": f"main@sha1:{team.first_commit}"}
+    # The provider made exactly one ControlPlane in the Space, and the simulator's
+    # hosted API server behind it got what the git repository holds.
+    space_controlplane = get(platform.space, SPACE_CONTROLPLANE, "default", team.hosted)
+    assert space_controlplane is not None
+    assert configmap_value(platform, team.hosted, "greeting") == "first"
+
+
+def test_the_kustomization_is_composed_only_once_the_instance_is_ready(
+    platform: Platform, team: Team
+) -> None:
+    instance = get(platform.kube, INSTANCE, team.namespace, team.name)
+    kustomization = get(platform.kube, KUSTOMIZATION, team.namespace, team.name)
+    repository = get(platform.kube, GIT_REPOSITORY, team.namespace, team.name)
+    assert instance is not None and kustomization is not None and repository is not None
+    ready_since = next(
+        c["lastTransitionTime"]
+        for c in instance["status"]["conditions"]
+        if c["type"] == "Ready" and c["status"] == "True"
+    )
+    # RFC 3339 UTC timestamps of one clock compare as strings.
+    assert kustomization["metadata"]["creationTimestamp"] >= ready_since
+    assert repository["metadata"]["creationTimestamp"] <= ready_since
+    # Flux reaches the hosted control plane through the Instance's connection secret.
+    assert kustomization["spec"]["kubeConfig"]["secretRef"] == {
+        "name": f"{team.name}-kubeconfig",
+        "key": "kubeconfig",
+    }
+    secret = platform.kube.secret(team.namespace, f"{team.name}-kubeconfig")
+    assert secret is not None
+    kubeconfig = yaml.safe_load(base64.b64decode(secret["data"]["kubeconfig"]))
+    server = kubeconfig["clusters"][0]["cluster"]["server"]
+    assert server == platform.hosted[team.hosted].url
+
+
+def test_a_push_to_the_git_repository_reaches_the_control_plane_and_the_composite_status(
+    platform: Platform, team: Team
+) -> None:
+    sha = team.repository.commit(
+        {
+            "app/greeting.yaml": configmap("greeting", "second"),
+            "app/added.yaml": configmap("added", "new"),
+        },
+        "second",
+    )
+    wait_for(
+        "the pushed ConfigMaps in the hosted control plane",
+        lambda: (
+            configmap_value(platform, team.hosted, "greeting") == "second"
+            and configmap_value(platform, team.hosted, "added") == "new"
+        ),
+        timeout=SYNC_DEADLINE,
+    )
+    wait_for(
+        "the pushed revision in the composite's status",
+        lambda: (
+            (get(platform.kube, XR, team.namespace, team.name) or {})
+            .get("status", {})
+            .get("source")
+            == {"ready": True, "revision": f"main@sha1:{sha}"}
+        ),
+        timeout=SYNC_DEADLINE,
+    )
