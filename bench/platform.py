@@ -1,0 +1,131 @@
+"""The whole platform: how long a team waits for its ControlPlane, and what the parts cost.
+
+Starts the sandbox platform once (real Crossplane core, Flux, our function,
+provider and backup controller), then measures:
+
+- seconds from applying one ControlPlane (git source) to Ready, beside the
+  baseline of one bare Instance (the provider and the Space alone, no
+  composition) applied in the same run;
+- seconds from applying N ControlPlanes at once until all are Ready;
+- the peak RSS (VmHWM) of core, the function, the provider and the backup
+  controller over the run.
+
+    .venv/bin/python -m bench.platform [--controlplanes 20]
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from bench.backup_job import peak_rss_mib
+from sandbox.platform import Platform
+from sandbox.spaces import condition, wait_for
+
+XR = ("platform.acme.io", "v1alpha1", "controlplanes")
+INSTANCE = ("controlplane.spaces.upbound.io", "v1alpha1", "instances")
+DEADLINE = 900.0
+
+
+def controlplane(namespace: str, name: str, url: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "platform.acme.io/v1alpha1",
+        "kind": "ControlPlane",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"source": {"url": url, "path": "./app", "interval": "1m"}},
+    }
+
+
+def bare_instance(namespace: str, name: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "controlplane.spaces.upbound.io/v1alpha1",
+        "kind": "Instance",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "forProvider": {},
+            "providerConfigRef": {"kind": "ClusterProviderConfig", "name": "default"},
+            "writeConnectionSecretToRef": {"name": f"{name}-kubeconfig"},
+        },
+    }
+
+
+def ready(platform: Platform, kind: tuple[str, str, str], namespace: str, name: str) -> bool:
+    group, version, plural = kind
+    found = platform.kube.get(plural, namespace, name, group, version)
+    return condition(found, "Ready").get("status") == "True"
+
+
+def apply_and_wait(
+    platform: Platform, kind: tuple[str, str, str], objects: list[dict[str, Any]]
+) -> float:
+    """Create the objects at once; seconds until every one is Ready."""
+    group, version, plural = kind
+    started = time.monotonic()
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        list(pool.map(lambda obj: platform.kube.create(plural, obj, group, version), objects))
+    for obj in objects:
+        metadata = obj["metadata"]
+        wait_for(
+            f"{plural} {metadata['namespace']}/{metadata['name']} Ready",
+            partial(ready, platform, kind, metadata["namespace"], metadata["name"]),
+            timeout=DEADLINE,
+        )
+    return time.monotonic() - started
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--controlplanes", type=int, default=20)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="bench-platform-") as folder:
+        started = time.monotonic()
+        with Platform(Path(folder)) as platform:
+            print(f"platform started in {time.monotonic() - started:.0f} s")
+            repository = platform.git.repository("bench")
+            repository.commit(
+                {
+                    "app/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n"
+                    "  name: bench\n  namespace: default\ndata:\n  value: bench\n"
+                },
+                "bench",
+            )
+            platform.kube.namespace("bench-one")
+            baseline = apply_and_wait(platform, INSTANCE, [bare_instance("bench-one", "bare")])
+            one = apply_and_wait(platform, XR, [controlplane("bench-one", "one", repository.url)])
+            platform.kube.namespace("bench-many")
+            many = apply_and_wait(
+                platform,
+                XR,
+                [
+                    controlplane("bench-many", f"ctp-{i:02d}", repository.url)
+                    for i in range(args.controlplanes)
+                ],
+            )
+            parts = {
+                "crossplane core": platform.core.process,
+                "function": platform.function.process,
+                "provider": platform.provider.process,
+                "backup controller": platform.backup_controller.process,
+            }
+            print()
+            print("| measure | seconds |")
+            print("|---|---:|")
+            print(f"| one bare Instance to Ready (baseline: provider + Space) | {baseline:.1f} |")
+            print(f"| one ControlPlane (git source) to Ready | {one:.1f} |")
+            print(f"| {args.controlplanes} ControlPlanes at once, until all Ready | {many:.1f} |")
+            print()
+            print("| process | peak RSS (MiB) |")
+            print("|---|---:|")
+            for name, process in parts.items():
+                pid = process.pid if process is not None else None
+                rss = peak_rss_mib(pid) if pid is not None else float("nan")
+                print(f"| {name} | {rss:.0f} |")
+
+
+if __name__ == "__main__":
+    main()

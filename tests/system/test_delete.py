@@ -1,0 +1,119 @@
+"""Deleting a ControlPlane: Usages order it, Flux's work is orphaned, nothing is left."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+from sandbox.platform import Platform
+from sandbox.spaces import wait_for
+
+from .helpers import (
+    GIT_REPOSITORY,
+    INSTANCE,
+    KUSTOMIZATION,
+    SPACE_CONTROLPLANE,
+    UP_DEADLINE,
+    XR,
+    configmap,
+    configmap_value,
+    create,
+    get,
+    unique,
+    wait_ready,
+)
+from .test_controlplane import controlplane
+
+USAGE = ("protection.crossplane.io", "v1beta1", "usages")
+
+
+class GoneTimes:
+    """Records, from a thread, when each watched object stopped existing."""
+
+    def __init__(self, platform: Platform, watched: dict[str, tuple[tuple[str, str, str], str]]):
+        self.platform = platform
+        self.watched = watched
+        self.namespace = ""
+        self.gone: dict[str, float] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def __enter__(self) -> GoneTimes:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+
+    def _loop(self) -> None:
+        while not self._stop.wait(0.05) and len(self.gone) < len(self.watched):
+            for key, (kind, name) in self.watched.items():
+                if (
+                    key not in self.gone
+                    and get(self.platform.kube, kind, self.namespace, name) is None
+                ):
+                    self.gone[key] = time.monotonic()
+
+
+def items(platform: Platform, kind: tuple[str, str, str], namespace: str) -> list[Any]:
+    group, version, plural = kind
+    return platform.kube.list_of(plural, namespace, group, version)
+
+
+def test_deleting_a_controlplane_removes_the_team_in_order_and_orphans_what_flux_synced(
+    platform: Platform,
+) -> None:
+    namespace, name = unique("leaving"), "ctp"
+    repository = platform.git.repository(namespace)
+    repository.commit({"app/kept.yaml": configmap("kept", "synced")}, "first")
+    platform.kube.namespace(namespace)
+    create(platform.kube, XR, controlplane(namespace, name, repository.url))
+    wait_ready(platform, XR, namespace, name)
+    hosted = f"{namespace}-{name}"
+    assert configmap_value(platform, hosted, "kept") == "synced"
+    # While both ends are composed, Usages protect the Instance from going first.
+    assert items(platform, USAGE, namespace), "no Usage was composed"
+
+    watcher = GoneTimes(
+        platform,
+        {
+            "kustomization": (KUSTOMIZATION, name),
+            "gitrepository": (GIT_REPOSITORY, name),
+            "instance": (INSTANCE, name),
+        },
+    )
+    watcher.namespace = namespace
+    with watcher:
+        group, version, plural = XR
+        platform.kube.delete(plural, namespace, name, group, version)
+        wait_for(
+            "the composite and everything it composed gone",
+            lambda: (
+                get(platform.kube, XR, namespace, name) is None
+                and len(watcher.gone) == len(watcher.watched)
+            ),
+            timeout=UP_DEADLINE,
+        )
+    assert watcher.gone["kustomization"] <= watcher.gone["instance"], watcher.gone
+    # The provider deleted the Space's ControlPlane ...
+    wait_for(
+        "the Space's ControlPlane deleted",
+        lambda: get(platform.space, SPACE_CONTROLPLANE, "default", hosted) is None,
+        timeout=UP_DEADLINE,
+    )
+    # ... Flux let go of what it applied (deletionPolicy Orphan) ...
+    assert configmap_value(platform, hosted, "kept") == "synced"
+    # ... and nothing of the team is left in the management cluster.
+    wait_for(
+        "no Usage, Instance, Flux object or kubeconfig secret of the team left",
+        lambda: (
+            not any(
+                items(platform, kind, namespace)
+                for kind in (USAGE, INSTANCE, KUSTOMIZATION, GIT_REPOSITORY, XR)
+            )
+            and platform.kube.secret(namespace, f"{name}-kubeconfig") is None
+        ),
+        timeout=UP_DEADLINE,
+    )
