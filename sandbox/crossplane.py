@@ -37,6 +37,7 @@ CORE_BIN = TOOLS_BIN / "crossplane-core"
 CORE_CRDS = TOOLS / "crossplane-core" / "crds"
 CORE_WEBHOOK_CONFIGS = TOOLS / "crossplane-core" / "webhookconfigurations"
 NAMESPACE = "crossplane-system"
+SERVICE_ACCOUNT = "crossplane"
 ROOT_CA_SECRET = "crossplane-root-ca"
 SERVER_SECRET = "crossplane-tls-server"
 CLIENT_SECRET = "crossplane-tls-client"
@@ -99,7 +100,7 @@ class CrossplaneCore:
         return {
             "KUBECONFIG": str(self.server.kubeconfig_path),
             "POD_NAMESPACE": NAMESPACE,
-            "POD_SERVICE_ACCOUNT": "crossplane",
+            "POD_SERVICE_ACCOUNT": SERVICE_ACCOUNT,
             "TLS_CA_SECRET_NAME": ROOT_CA_SECRET,
             "TLS_SERVER_SECRET_NAME": SERVER_SECRET,
             "TLS_CLIENT_SECRET_NAME": CLIENT_SECRET,
@@ -120,6 +121,11 @@ class CrossplaneCore:
         if not CORE_BIN.is_file():
             raise FileNotFoundError(f"{CORE_BIN} is missing: run tools/build.sh crossplane_core")
         self.kube.namespace(NAMESPACE)
+        # The package fetcher reads its service account's image pull secrets.
+        with contextlib.suppress(ApiException):
+            self.kube.core.create_namespaced_service_account(
+                NAMESPACE, {"metadata": {"name": SERVICE_ACCOUNT}}
+            )
         for attempt in range(1, _INIT_ATTEMPTS + 1):
             init = Process(
                 "crossplane-init",

@@ -93,7 +93,10 @@ class Platform:
         self.factory = self._stack.enter_context(APIServerFactory(etcd, parent_dir=self.workdir))
         self.management = self.factory(name="management")
         self.kube = Kube(self.management)
-        self.kubeconfig = self.management.kubeconfig_path
+        # A stable path to give a person (the server's own lives in a temporary folder).
+        self.kubeconfig = self.workdir / "management.kubeconfig"
+        self.kubeconfig.touch(mode=0o600)
+        self.kubeconfig.write_text(self.management.kubeconfig)
         manager = ControllerManager(self.management, self.workdir)
         manager.start()
         self._started(manager)
