@@ -8,9 +8,9 @@ the Function's gRPC endpoint (our `function-controlplane serve`, started by the
 sandbox) and RuntimeHealthy. Core dials functions with mTLS only, so the
 function serves a certificate signed by core's `crossplane-root-ca`.
 
-Core's webhooks (deletion ordering with Usages, XRD conversion) are served on
-a loopback port: the webhook configurations `core init` writes name a Service,
-which nothing routes here, so they are pointed at `https://127.0.0.1:PORT`.
+Core's webhook (deletion ordering with Usages) is served on a loopback port:
+the webhook configuration `core init` writes names a Service, which nothing
+routes here, so it is pointed at `https://127.0.0.1:PORT`.
 """
 
 from __future__ import annotations
@@ -42,11 +42,6 @@ ROOT_CA_SECRET = "crossplane-root-ca"
 SERVER_SECRET = "crossplane-tls-server"
 CLIENT_SECRET = "crossplane-tls-client"
 NO_USAGES_WEBHOOK = "crossplane-no-usages"
-# The CRDs of core whose versions convert through core's webhook.
-CONVERTED_CRDS = (
-    "compositeresourcedefinitions.apiextensions.crossplane.io",
-    "managedresourcedefinitions.apiextensions.crossplane.io",
-)
 PKG = ("pkg.crossplane.io", "v1")
 _INIT_ATTEMPTS = 5
 _LOOPBACK = "127.0.0.1"
@@ -204,23 +199,6 @@ class CrossplaneCore:
             path = webhook["clientConfig"].get("service", {}).get("path", "")
             webhook["clientConfig"] = {"url": f"{base}{path}", "caBundle": _b64(ca)}
         admission.replace_validating_webhook_configuration(NO_USAGES_WEBHOOK, body)
-        for name in CONVERTED_CRDS:
-            patch = {
-                "spec": {
-                    "conversion": {
-                        "strategy": "Webhook",
-                        "webhook": {
-                            "clientConfig": {
-                                "url": f"{base}/convert",
-                                "caBundle": _b64(ca),
-                            },
-                            "conversionReviewVersions": ["v1"],
-                        },
-                    }
-                }
-            }
-            with contextlib.suppress(ApiException):
-                self.kube.extensions.patch_custom_resource_definition(name, patch)
 
 
 @dataclass
@@ -229,7 +207,8 @@ class PackageRuntime:
 
     Args:
         kube: The cluster core runs on.
-        ca: Core's root CA, which signs the functions' server certificates.
+        ca: Core's root CA, which signs the packages' server certificates.
+        server_certs: The certificate the packages' servers present (our function's).
         endpoints: The gRPC endpoint of each Function package, by package name
             (metadata.name in its crossplane.yaml).
         interval: Seconds between sweeps.
@@ -237,7 +216,7 @@ class PackageRuntime:
 
     kube: Kube
     ca: KeyPair
-    function_certs: KeyPair
+    server_certs: KeyPair
     endpoints: dict[str, str]
     interval: float = 0.5
     _stop: threading.Event = field(default_factory=threading.Event)
@@ -269,20 +248,22 @@ class PackageRuntime:
     def _run(self, plural: str, revision: dict[str, Any]) -> None:
         spec, status = revision["spec"], revision.get("status") or {}
         package = (revision["metadata"].get("labels") or {}).get("pkg.crossplane.io/package", "")
-        wanted: dict[str, Any] = {}
-        for key in ("tlsServerSecretName", "tlsClientSecretName"):
-            if spec.get(key) and status.get(key) != spec[key]:
-                wanted[key] = spec[key]
-        if (
-            spec.get("tlsServerSecretName")
-            and self.kube.secret(NAMESPACE, spec["tlsServerSecretName"]) is None
-        ):
+        # Core names no TLS secrets under the External runtime: the runtime picks
+        # them (as the Deployment runtime would) and reports them.
+        names = {
+            "tlsServerSecretName": spec.get("tlsServerSecretName") or f"{package}-tls-server",
+            "tlsClientSecretName": spec.get("tlsClientSecretName") or f"{package}-tls-client",
+        }
+        wanted: dict[str, Any] = {
+            key: name for key, name in names.items() if status.get(key) != name
+        }
+        if self.kube.secret(NAMESPACE, names["tlsServerSecretName"]) is None:
             self.kube.put_secret(
                 NAMESPACE,
-                spec["tlsServerSecretName"],
+                names["tlsServerSecretName"],
                 {
-                    "tls.crt": self.function_certs.cert,
-                    "tls.key": self.function_certs.key,
+                    "tls.crt": self.server_certs.cert,
+                    "tls.key": self.server_certs.key,
                     "ca.crt": self.ca.cert,
                 },
             )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime
 import ipaddress
+import warnings
 from dataclasses import dataclass
 
 from cryptography import x509
@@ -37,7 +38,11 @@ def issue(
         names: Subject alternative names: IP addresses or DNS names.
         days: How long it is valid.
     """
-    ca_cert = x509.load_pem_x509_certificate(ca.cert)
+    with warnings.catch_warnings():
+        # Crossplane's CA names the country "Earth"; cryptography warns of its length.
+        warnings.simplefilter("ignore", UserWarning)
+        ca_cert = x509.load_pem_x509_certificate(ca.cert)
+        issuer = ca_cert.subject
     ca_key = serialization.load_pem_private_key(ca.key, password=None)
     if not isinstance(ca_key, ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey):
         raise TypeError(f"unsupported CA key type {type(ca_key).__name__}")
@@ -52,7 +57,7 @@ def issue(
     cert = (
         x509.CertificateBuilder()
         .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)]))
-        .issuer_name(ca_cert.subject)
+        .issuer_name(issuer)
         .public_key(key.public_key())
         .serial_number(x509.random_serial_number())
         .not_valid_before(now - datetime.timedelta(minutes=5))
