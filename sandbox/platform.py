@@ -12,7 +12,10 @@ One etcd holds every cluster, each a kube-apiserver under its own prefix:
 - the Space: the upstream Spaces CRDs, with `SpacesSimulator` playing the
   Spaces controller;
 - one hosted control plane (API server) per Space ControlPlane, started when
-  the simulator first sees it.
+  the simulator first sees it;
+- SeaweedFS (S3), moto (IAM, STS) and the provider-aws stand-in
+  (`sandbox.aws`); the backup controller and the provider write and read
+  backups as the writer identity the compositions trust.
 
 Git repositories are served over smart HTTP on loopback. `Platform` is a
 context manager: leaving it stops everything, newest first.
@@ -32,6 +35,7 @@ import yaml
 
 from sandbox import kubectl
 from sandbox.apiserver import APIServer, APIServerFactory, run_etcd
+from sandbox.aws import Aws
 from sandbox.controller_manager import ControllerManager
 from sandbox.crossplane import NAMESPACE, PKG, CrossplaneCore, PackageRuntime
 from sandbox.flux import Flux
@@ -133,19 +137,27 @@ class Platform:
         self.processes.extend(self.flux.processes)
 
         self._install_aws_crds()
+        self.aws = self._stack.enter_context(Aws(self.workdir / "aws", self.kubeconfig))
+        writer = self.aws.writer_environment()
         self._connect_provider()
+        # The provider restores from S3 as the backup writer does.
         self.provider = Controller(
             self.launcher,
             self.workdir,
             "controlplane-provider",
             self.kubeconfig,
             list(self.provider_args),
+            env=writer,
         )
         self.provider.start()
         self._started(self.provider)
         kubectl.apply(self.kubeconfig, BACKUP_CRDS)
         self.backup_controller = Controller(
-            self.launcher, self.workdir, "controlplane-backup-controller", self.kubeconfig
+            self.launcher,
+            self.workdir,
+            "controlplane-backup-controller",
+            self.kubeconfig,
+            env=writer,
         )
         self.backup_controller.start()
         self._started(self.backup_controller)
@@ -207,12 +219,7 @@ class Platform:
 
     def _install_api(self) -> None:
         """The XRDs and compositions; wait until the XRDs are Established and Offered."""
-        kubectl.apply(
-            self.kubeconfig,
-            REPO_ROOT / "xrds",
-            REPO_ROOT / "compositions",
-            REPO_ROOT / "compositions" / "legacy",
-        )
+        kubectl.apply(self.kubeconfig, REPO_ROOT / "xrds", *self._compositions())
         for path in sorted((REPO_ROOT / "xrds").glob("*.yaml")):
             name = yaml.safe_load(path.read_text())["metadata"]["name"]
             wait_for(
@@ -228,6 +235,26 @@ class Platform:
         # A legacy XRD offers its claim too.
         offered = "claimNames" not in ((xrd or {}).get("spec") or {}) or _has(xrd, "Offered")
         return _has(xrd, "Established") and offered
+
+    def _compositions(self) -> list[Path]:
+        """The compositions with their Input set to this AWS account, as the README asks.
+
+        The backup writer's role trusts the writer's own identity (`roleArn`):
+        here it is a moto IAM user, not IRSA's web identity, which needs an EKS
+        OIDC provider.
+        """
+        written = []
+        for path in (
+            *sorted((REPO_ROOT / "compositions").glob("*.yaml")),
+            *sorted((REPO_ROOT / "compositions" / "legacy").glob("*.yaml")),
+        ):
+            composition = yaml.safe_load(path.read_text())
+            for step in composition["spec"]["pipeline"]:
+                backup = (step.get("input") or {}).get("backup")
+                if backup is not None:
+                    backup["trust"] = {"roleArn": self.aws.writer.arn}
+            written.append(self._manifest(f"composition-{path.stem}", composition))
+        return written
 
     def logs(self, lines: int = 40) -> str:
         """The tail of every process's log, for a failure message."""

@@ -1,0 +1,89 @@
+"""The AWS side of the platform: SeaweedFS (S3), moto (IAM, STS) and the provider-aws stand-in.
+
+The stand-in (`sandbox.awsstandin`) reconciles the composed S3 and IAM
+managed resources into SeaweedFS and moto and serves an STS endpoint whose
+sessions SeaweedFS accepts. The backup writer's pod identity is a moto IAM
+user; the compositions trust it (`trust.roleArn`), so the writer assumes the
+role the function rendered, as in production with a controller role.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+
+from sandbox.awsstandin.cloud import Endpoints
+from sandbox.awsstandin.identities import SeaweedAdmin
+from sandbox.awsstandin.standin import AwsStandin, Settings, running_in_thread
+from sandbox.s3 import Identity, Moto, SeaweedFS, credentials_environment, run_moto, run_seaweedfs
+
+REGION = "us-east-1"
+WRITER_USER = "controlplane-backup"
+
+
+@contextlib.contextmanager
+def _environment(variables: Mapping[str, str]) -> Iterator[None]:
+    """Set variables of this process for a moment (boto3 reads them when it makes clients)."""
+    saved = {name: os.environ.get(name) for name in variables}
+    os.environ.update(variables)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+class Aws:
+    """SeaweedFS, moto and the stand-in for one management cluster; a context manager."""
+
+    def __init__(self, workdir: Path, kubeconfig: Path) -> None:
+        self.workdir = workdir
+        self.kubeconfig = kubeconfig
+        self._stack = contextlib.ExitStack()
+        self.seaweed: SeaweedFS
+        self.moto: Moto
+        self.writer: Identity
+        self.standin: AwsStandin
+
+    def __enter__(self) -> Aws:
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        # moto's server runs in this process: its request log would drown the sandbox's output.
+        logging.getLogger("werkzeug").setLevel(logging.ERROR)
+        try:
+            self.seaweed = self._stack.enter_context(run_seaweedfs(parent_dir=self.workdir))
+            self.moto = self._stack.enter_context(run_moto())
+            self.writer = self.moto.create_identity(WRITER_USER)
+            settings = Settings(
+                Endpoints(s3=self.seaweed.endpoint, iam=self.moto.endpoint, region=REGION),
+                poll_interval=10.0,
+                short_wait=0.5,
+                seaweed=SeaweedAdmin(self.seaweed.master.address, self.seaweed.filer.address),
+            )
+            admin = credentials_environment(self.seaweed.access_key, self.seaweed.secret_key)
+            with _environment(admin):
+                self.standin = self._stack.enter_context(
+                    running_in_thread(self.kubeconfig, settings)
+                )
+        except BaseException:
+            self._stack.close()
+            raise
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stack.close()
+
+    def writer_environment(self) -> dict[str, str]:
+        """The backup writer's identity and endpoints, for the backup controller and provider."""
+        return credentials_environment(
+            self.writer.access_key,
+            self.writer.secret_key,
+            AWS_REGION=REGION,
+            AWS_ENDPOINT_URL_S3=self.seaweed.endpoint,
+            AWS_ENDPOINT_URL_STS=self.standin.sts_endpoint,
+        )
