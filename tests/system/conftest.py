@@ -9,6 +9,17 @@ import pytest
 from sandbox.paths import TOOLS_BIN
 from sandbox.platform import Platform
 
+from .helpers import (
+    BACKUP_SCHEDULE,
+    XR,
+    Team,
+    app_files,
+    controlplane,
+    create,
+    unique,
+    wait_ready,
+)
+
 # Everything the platform runs that tools/build.sh builds.
 REQUIRED_TOOLS = (
     "etcd",
@@ -46,6 +57,25 @@ def platform(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Platform]:
             yield platform
     finally:
         _PLATFORM.remove(platform)
+
+
+@pytest.fixture(scope="session")
+def team(platform: Platform) -> Team:
+    """One team's ControlPlane with a git source and backups, applied and Ready.
+
+    Shared by the scenarios that follow it: a push, its backups, a restore of them.
+    """
+    namespace, name = unique("team"), "ctp"
+    repository = platform.git.repository(namespace)
+    sha = repository.commit(app_files("first"), "first")
+    platform.kube.namespace(namespace)
+    create(
+        platform.kube,
+        XR,
+        controlplane(namespace, name, repository.url, backup={"schedule": BACKUP_SCHEDULE}),
+    )
+    composite = wait_ready(platform, XR, namespace, name)
+    return Team(namespace, name, repository, sha, composite)
 
 
 @pytest.hookimpl(wrapper=True)

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import itertools
+from dataclasses import dataclass
 from typing import Any
 
+from sandbox.git import Repository
 from sandbox.platform import Platform
 from sandbox.spaces import Kube, condition, wait_for
 
@@ -51,14 +53,16 @@ def configmap(name: str, value: str, namespace: str = "default") -> str:
     )
 
 
-def configmap_value(platform: Platform, hosted: str, name: str) -> str | None:
-    """data.value of a ConfigMap in namespace default of a hosted control plane, or None."""
+def configmap_value(
+    platform: Platform, hosted: str, name: str, namespace: str = "default"
+) -> str | None:
+    """data.value of a ConfigMap of a hosted control plane, or None."""
     server = platform.hosted.get(hosted)
     if server is None:
         return None
     kube = Kube(server)
     try:
-        found = kube.core.read_namespaced_config_map(name, "default")
+        found = kube.core.read_namespaced_config_map(name, namespace)
     except Exception:  # noqa: BLE001 (absent, or the server not serving yet: not there yet)
         return None
     return str((found.data or {}).get("value"))
@@ -83,3 +87,58 @@ def wait_ready(
     except AssertionError as error:
         status = (last[0] or {}).get("status")
         raise AssertionError(f"{error}; its last status: {status}") from None
+
+
+@dataclass
+class Team:
+    """A team's namespace, git repository and ControlPlane, applied and Ready."""
+
+    namespace: str
+    name: str
+    repository: Repository
+    first_commit: str
+    composite: dict[str, Any]
+
+    @property
+    def hosted(self) -> str:
+        """The Space ControlPlane's name, and the key of its hosted API server."""
+        return f"{self.namespace}-{self.name}"
+
+
+# Every minute: the first Backup completes within a minute or so of Ready.
+BACKUP_SCHEDULE = "* * * * *"
+
+
+def controlplane(namespace: str, name: str, url: str, **spec: Any) -> dict[str, Any]:
+    """A v2 ControlPlane with a git source syncing every 10 s (the contract's minimum)."""
+    return {
+        "apiVersion": "platform.acme.io/v1alpha1",
+        "kind": "ControlPlane",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "source": {
+                "url": url,
+                "ref": {"branch": "main"},
+                "path": "./app",
+                "interval": "10s",
+                "timeout": "1m",
+            },
+            **spec,
+        },
+    }
+
+
+# What the team's git repository holds first: a namespace of its own and a ConfigMap
+# in it (what a backup carries and a restore brings back), and one in `default`.
+APP_NAMESPACE = "team-app"
+
+
+def app_files(value: str) -> dict[str, str]:
+    """The git repository's files, with `value` in the ConfigMaps."""
+    return {
+        "app/namespace.yaml": (
+            f"apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {APP_NAMESPACE}\n"
+        ),
+        "app/settings.yaml": configmap("settings", value, APP_NAMESPACE),
+        "app/greeting.yaml": configmap("greeting", value),
+    }

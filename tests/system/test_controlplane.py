@@ -3,85 +3,34 @@
 from __future__ import annotations
 
 import base64
-from collections.abc import Iterator
-from dataclasses import dataclass
-from typing import Any
 
-import pytest
 import yaml
 
-from sandbox.git import Repository
 from sandbox.platform import Platform
 from sandbox.spaces import wait_for
 
 from .helpers import (
+    APP_NAMESPACE,
     GIT_REPOSITORY,
     INSTANCE,
     KUSTOMIZATION,
     SPACE_CONTROLPLANE,
     SYNC_DEADLINE,
     XR,
+    Team,
+    app_files,
     configmap,
     configmap_value,
-    create,
     get,
     is_true,
-    unique,
-    wait_ready,
 )
-
-
-@dataclass
-class Team:
-    """A team's namespace, git repository and ControlPlane, applied and Ready."""
-
-    namespace: str
-    name: str
-    repository: Repository
-    first_commit: str
-    composite: dict[str, Any]
-
-    @property
-    def hosted(self) -> str:
-        """The Space ControlPlane's name, and the key of its hosted API server."""
-        return f"{self.namespace}-{self.name}"
-
-
-def controlplane(namespace: str, name: str, url: str) -> dict[str, Any]:
-    """A v2 ControlPlane with a git source, syncing every 10 s (the contract's minimum)."""
-    return {
-        "apiVersion": "platform.acme.io/v1alpha1",
-        "kind": "ControlPlane",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": {
-            "source": {
-                "url": url,
-                "ref": {"branch": "main"},
-                "path": "./app",
-                "interval": "10s",
-                "timeout": "1m",
-            }
-        },
-    }
-
-
-@pytest.fixture(scope="module")
-def team(platform: Platform) -> Iterator[Team]:
-    """One team's ControlPlane, applied and Ready, shared by the module's scenarios."""
-    namespace, name = unique("team"), "ctp"
-    repository = platform.git.repository(namespace)
-    sha = repository.commit({"app/greeting.yaml": configmap("greeting", "first")}, "first")
-    platform.kube.namespace(namespace)
-    create(platform.kube, XR, controlplane(namespace, name, repository.url))
-    composite = wait_ready(platform, XR, namespace, name)
-    yield Team(namespace, name, repository, sha, composite)
 
 
 def test_a_controlplane_becomes_ready_with_its_instance_and_git_source_synced(
     platform: Platform, team: Team
 ) -> None:
     status = team.composite["status"]
-    for type_ in ("InstanceReady", "SourceSynced", "Ready", "Synced"):
+    for type_ in ("InstanceReady", "SourceSynced", "BackupsReady", "Ready", "Synced"):
         assert is_true(team.composite, type_), (type_, status.get("conditions"))
     assert status["instance"]["ready"] is True
     assert status["instance"]["kubeconfigSecretRef"] == {
@@ -94,6 +43,12 @@ def test_a_controlplane_becomes_ready_with_its_instance_and_git_source_synced(
     space_controlplane = get(platform.space, SPACE_CONTROLPLANE, "default", team.hosted)
     assert space_controlplane is not None
     assert configmap_value(platform, team.hosted, "greeting") == "first"
+    assert configmap_value(platform, team.hosted, "settings", APP_NAMESPACE) == "first"
+    # The backups' bucket, prefix and role, made by the AWS stand-in.
+    backup = status["backup"]
+    assert backup["ready"] is True
+    assert backup["prefix"] == f"{team.namespace}/{team.name}/"
+    assert backup["roleArn"].endswith(f":role/{team.namespace}-{team.name}-backup")
 
 
 def test_the_kustomization_is_composed_only_once_the_instance_is_ready(
@@ -128,6 +83,7 @@ def test_a_push_to_the_git_repository_reaches_the_control_plane_and_the_composit
 ) -> None:
     sha = team.repository.commit(
         {
+            **app_files("first"),
             "app/greeting.yaml": configmap("greeting", "second"),
             "app/added.yaml": configmap("added", "new"),
         },

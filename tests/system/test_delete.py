@@ -18,12 +18,12 @@ from .helpers import (
     XR,
     configmap,
     configmap_value,
+    controlplane,
     create,
     get,
     unique,
     wait_ready,
 )
-from .test_controlplane import controlplane
 
 USAGE = ("protection.crossplane.io", "v1beta1", "usages")
 
