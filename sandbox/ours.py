@@ -86,7 +86,7 @@ class FunctionServer:
         self.process.start(lambda: _listening(self.port))
 
     def stop(self) -> None:
-        """Stop it."""
+        """Stop it (start starts it again on the same port)."""
         if self.process is not None:
             self.process.stop()
 
@@ -122,6 +122,11 @@ class Controller:
         self.process.start(lambda: _ready(self.metrics_port))
 
     def stop(self) -> None:
-        """Stop it."""
+        """Stop it: SIGTERM, as Kubernetes does."""
         if self.process is not None:
             self.process.stop()
+
+    def kill(self) -> None:
+        """SIGKILL: no chance to finish anything."""
+        if self.process is not None:
+            self.process.kill()
