@@ -219,8 +219,9 @@ class Platform:
 
     def _install_api(self) -> None:
         """The XRDs and compositions; wait until the XRDs are Established and Offered."""
-        kubectl.apply(self.kubeconfig, REPO_ROOT / "xrds", *self._compositions())
-        for path in sorted((REPO_ROOT / "xrds").glob("*.yaml")):
+        xrds = (REPO_ROOT / "xrds", REPO_ROOT / "xrds" / "legacy")
+        kubectl.apply(self.kubeconfig, *xrds, *self._compositions())
+        for path in sorted(p for folder in xrds for p in folder.glob("*.yaml")):
             name = yaml.safe_load(path.read_text())["metadata"]["name"]
             wait_for(
                 f"XRD {name} Established and Offered",
@@ -229,12 +230,19 @@ class Platform:
             )
 
     def _offered(self, name: str) -> bool:
+        """Established (and Offered, with a claim), and its CRDs serve lists."""
         xrd = self.kube.get(
             "compositeresourcedefinitions", None, name, "apiextensions.crossplane.io", "v2"
         )
-        # A legacy XRD offers its claim too.
-        offered = "claimNames" not in ((xrd or {}).get("spec") or {}) or _has(xrd, "Offered")
-        return _has(xrd, "Established") and offered
+        spec = (xrd or {}).get("spec") or {}
+        if not _has(xrd, "Established"):
+            return False
+        crds = [f"{spec['names']['plural']}.{spec['group']}"]
+        if "claimNames" in spec:
+            if not _has(xrd, "Offered"):
+                return False
+            crds.append(f"{spec['claimNames']['plural']}.{spec['group']}")
+        return all(self.kube.established(crd) for crd in crds)
 
     def _compositions(self) -> list[Path]:
         """The compositions with their Input set to this AWS account, as the README asks.

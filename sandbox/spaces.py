@@ -78,11 +78,14 @@ class Kube:
                     self.extensions.create_custom_resource_definition(crd)
                 names.append(crd["metadata"]["name"])
         for name in names:
-            wait_for(f"CRD {name} Established", partial(self._established, name))
+            wait_for(f"CRD {name} Established", partial(self.established, name))
 
-    def _established(self, name: str) -> bool:
+    def established(self, name: str) -> bool:
         """Established, and its storage serves lists (it answers 429 while initialising)."""
-        crd = self.extensions.read_custom_resource_definition(name)
+        try:
+            crd = self.extensions.read_custom_resource_definition(name)
+        except ApiException:
+            return False
         if not any(
             c.type == "Established" and c.status == "True" for c in crd.status.conditions or []
         ):
