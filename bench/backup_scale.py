@@ -119,7 +119,7 @@ def main() -> None:
         source = Kube(factory(name="source"))
         crd = dict(PROVIDER_CRD)
         source.extensions.create_custom_resource_definition(crd)
-        wait_for("the CRD", partial(source._established, crd["metadata"]["name"]))
+        wait_for("the CRD", partial(source.established, crd["metadata"]["name"]))
         for index in range(NAMESPACES):
             source.namespace(f"app-{index}")
         instance_with_kubeconfig(local, source.server, "myctp")
@@ -137,7 +137,7 @@ def main() -> None:
             target.extensions.create_custom_resource_definition(
                 {**crd, "metadata": {"name": crd["metadata"]["name"]}}
             )
-            wait_for("the CRD", partial(target._established, crd["metadata"]["name"]))
+            wait_for("the CRD", partial(target.established, crd["metadata"]["name"]))
             restored = job(
                 "restore",
                 str(local.server.kubeconfig_path),

@@ -101,7 +101,7 @@ def seed(source: Kube) -> int:
     for crd in (PROVIDER_CRD, XRD_CRD):
         source.extensions.create_custom_resource_definition(crd)
     for crd in (PROVIDER_CRD, XRD_CRD):
-        wait_for("CRD Established", partial(source._established, crd["metadata"]["name"]))
+        wait_for("CRD Established", partial(source.established, crd["metadata"]["name"]))
     count = 1  # the default namespace: not a system one, so it is backed up too
     for index in range(4):
         source.namespace(f"app-{index}")
