@@ -215,7 +215,7 @@ class SpacesSimulator:
 
     The kubeconfig it writes points at ``hosted``: a real API server standing
     in for every hosted control plane, or a function that starts one per
-    ControlPlane (given `<namespace>-<name>`), called once per ControlPlane.
+    ControlPlane (given the ControlPlane's name), called once per ControlPlane.
     """
 
     def __init__(self, space: Kube, hosted: APIServer | Callable[[str], APIServer]) -> None:
@@ -242,7 +242,7 @@ class SpacesSimulator:
         metadata = control_plane["metadata"]
         uid = metadata["uid"]
         if uid not in self._hosted_by_uid:
-            self._hosted_by_uid[uid] = self.hosted(f"{metadata['namespace']}-{metadata['name']}")
+            self._hosted_by_uid[uid] = self.hosted(metadata["name"])
         return self._hosted_by_uid[uid]
 
     def _loop(self) -> None:
