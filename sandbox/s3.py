@@ -38,33 +38,26 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 import urllib.error
 import urllib.parse
 import urllib.request
 import xml.etree.ElementTree as ET
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Protocol
+from typing import Protocol
 
-from sandbox.apiserver import free_port
+from sandbox.apiserver import StartError, free_port
+from sandbox.processes import Process
 
 WEED_BIN = Path(sys.executable).with_name("weed")
 LOOPBACK = "127.0.0.1"
 
 _START_DEADLINE = 60.0
-_POLL_INTERVAL = 0.1
-_STOP_GRACE = 10.0
 _PORT_ATTEMPTS = 3
-_LOG_TAIL_LINES = 30
 
 # Loopback only: a proxy from the environment never sees these requests.
 _OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-
-
-class StartError(RuntimeError):
-    """A server exited or was not ready in time; the message holds its log tail."""
 
 
 class Environment(Protocol):
@@ -146,73 +139,6 @@ def _answers(url: str, accept: Callable[[int, bytes], bool]) -> Callable[[], boo
 # --- processes ----------------------------------------------------------------
 
 
-class _Process:
-    """A child process logging to a file, stopped term-then-kill."""
-
-    def __init__(
-        self,
-        name: str,
-        argv: Sequence[str],
-        workdir: Path,
-        environment: Mapping[str, str] | None = None,
-    ) -> None:
-        self.name = name
-        self.argv = list(argv)
-        self.workdir = workdir
-        self.environment = {**os.environ, **(environment or {})}
-        self.log_path = workdir / f"{name}.log"
-        self._log: IO[bytes] | None = None
-        self._popen: subprocess.Popen[bytes] | None = None
-
-    def start(self, ready: Callable[[], bool], *, timeout: float = _START_DEADLINE) -> None:
-        """Start the process and wait until `ready` holds.
-
-        Raises:
-            StartError: It exited, or `ready` did not hold within `timeout` seconds.
-        """
-        self._log = self.log_path.open("ab")
-        self._popen = subprocess.Popen(
-            self.argv,
-            cwd=self.workdir,
-            env=self.environment,
-            stdin=subprocess.DEVNULL,
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-            # Its own session: a Ctrl-C reaches pytest, whose teardown stops it.
-            start_new_session=True,
-        )
-        deadline = time.monotonic() + timeout
-        while not ready():
-            code = self._popen.poll()
-            if code is not None:
-                raise StartError(f"{self.name} exited with status {code}:\n{self.log_tail()}")
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise StartError(f"{self.name} not ready within {timeout:g}s:\n{self.log_tail()}")
-            # Waiting on the process itself sees an early exit at once.
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                self._popen.wait(timeout=min(_POLL_INTERVAL, remaining))
-
-    def stop(self, *, grace: float = _STOP_GRACE) -> None:
-        """SIGTERM, then SIGKILL if it is still there after `grace` seconds."""
-        if self._popen is not None and self._popen.poll() is None:
-            self._popen.terminate()
-            try:
-                self._popen.wait(timeout=grace)
-            except subprocess.TimeoutExpired:
-                self._popen.kill()
-                self._popen.wait()
-        self._popen = None
-        if self._log is not None:
-            self._log.close()
-            self._log = None
-
-    def log_tail(self) -> str:
-        """The last lines of its output."""
-        lines = self.log_path.read_text(errors="replace").splitlines()
-        return "\n".join(lines[-_LOG_TAIL_LINES:])
-
-
 # --- SeaweedFS ----------------------------------------------------------------
 
 
@@ -243,8 +169,8 @@ class SeaweedFS:
         self.filer = _Ports.free()
         self.s3 = _Ports.free()
         self.endpoint = f"http://{LOOPBACK}:{self.s3.http}"
-        self._processes: list[_Process] = []
-        self._gateway: _Process | None = None
+        self._processes: list[Process] = []
+        self._gateway: Process | None = None
 
     def configure(self, monkeypatch: Environment) -> None:
         """Make the gateway's access key the pod's identity for this test."""
@@ -344,7 +270,7 @@ class SeaweedFS:
             f"-localSocket={self.workdir / 'filer.sock'}",
         )
         filer.start(self._filer_writes)
-        self._gateway = _Process(
+        self._gateway = Process(
             "s3",
             [
                 str(WEED_BIN),
@@ -359,10 +285,11 @@ class SeaweedFS:
                 "-port.lance=0",
                 f"-localSocket={self.workdir / 's3.sock'}",
             ],
-            self.workdir,
+            self.workdir / "s3.log",
+            cwd=self.workdir,
             # A key-encryption key of its own, so a bucket's default encryption
             # (SSE-S3) works: without one SeaweedFS fails every write to such a bucket.
-            {"WEED_S3_SSE_KEK": secrets.token_hex(32)},
+            env={"WEED_S3_SSE_KEK": secrets.token_hex(32)},
         )
         self._processes.append(self._gateway)
         self._gateway.start(self._gateway_ready)
@@ -383,12 +310,13 @@ class SeaweedFS:
         command: str,
         *flags: str,
         environment: Mapping[str, str] | None = None,
-    ) -> _Process:
-        process = _Process(
+    ) -> Process:
+        process = Process(
             name,
             [str(WEED_BIN), command, f"-ip={LOOPBACK}", f"-ip.bind={LOOPBACK}", *flags],
-            self.workdir,
-            environment,
+            self.workdir / f"{name}.log",
+            env=environment,
+            cwd=self.workdir,
         )
         self._processes.append(process)
         return process
