@@ -22,6 +22,28 @@ from sandbox.s3 import Identity, Moto, SeaweedFS, credentials_environment, run_m
 
 REGION = "us-east-1"
 WRITER_USER = "controlplane-backup"
+# The stand-in runs in this process with the provider's managed reconciler: their
+# logs go to a file of the sandbox, as a process's output would.
+_STANDIN_LOGGERS = ("provider", "sandbox.awsstandin")
+
+
+@contextlib.contextmanager
+def _logs_to(path: Path) -> Iterator[None]:
+    """Send the stand-in's loggers to `path` only, and restore them on exit."""
+    handler = logging.FileHandler(path)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
+    loggers = [logging.getLogger(name) for name in _STANDIN_LOGGERS]
+    saved = [logger.propagate for logger in loggers]
+    for logger in loggers:
+        logger.addHandler(handler)
+        logger.propagate = False
+    try:
+        yield
+    finally:
+        for logger, propagate in zip(loggers, saved, strict=True):
+            logger.removeHandler(handler)
+            logger.propagate = propagate
+        handler.close()
 
 
 @contextlib.contextmanager
@@ -56,6 +78,7 @@ class Aws:
         # moto's server runs in this process: its request log would drown the sandbox's output.
         logging.getLogger("werkzeug").setLevel(logging.ERROR)
         try:
+            self._stack.enter_context(_logs_to(self.workdir / "aws-standin.log"))
             self.seaweed = self._stack.enter_context(run_seaweedfs(parent_dir=self.workdir))
             self.moto = self._stack.enter_context(run_moto())
             self.writer = self.moto.create_identity(WRITER_USER)

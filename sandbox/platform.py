@@ -265,11 +265,16 @@ class Platform:
         return written
 
     def logs(self, lines: int = 40) -> str:
-        """The tail of every process's log, for a failure message."""
-        return "\n\n".join(
+        """The tail of every process's log (and the in-process stand-in's), for a failure."""
+        tails = [
             f"--- {process.name} ({process.log_path})\n{process.log_tail(lines)}"
             for process in self.processes
-        )
+        ]
+        standin = self.workdir / "aws" / "aws-standin.log"
+        if standin.is_file():
+            text = "\n".join(standin.read_text(errors="replace").splitlines()[-lines:])
+            tails.append(f"--- aws stand-in ({standin})\n{text}")
+        return "\n\n".join(tails)
 
 
 @contextlib.contextmanager
