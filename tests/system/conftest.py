@@ -43,12 +43,17 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.system)
 
 
-@pytest.fixture(scope="session")
-def platform(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Platform]:
-    """The whole platform, started once for the session."""
+def skip_unless_built() -> None:
+    """Skip the test when a tool the platform runs has not been built."""
     missing = [tool for tool in REQUIRED_TOOLS if not (TOOLS_BIN / tool).is_file()]
     if missing:
         pytest.skip(f"not built: {', '.join(missing)}: run tools/build.sh")
+
+
+@pytest.fixture(scope="session")
+def platform(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Platform]:
+    """The whole platform, started once for the session."""
+    skip_unless_built()
     platform = Platform(tmp_path_factory.mktemp("platform"))
     # Registered before it starts, so a failed start reports every log too.
     _PLATFORM.append(platform)
