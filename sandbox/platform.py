@@ -64,7 +64,7 @@ class Platform:
 
     workdir: Path
     launcher: Launcher = field(default_factory=VirtualenvLauncher)
-    provider_args: tuple[str, ...] = ("--poll-interval", "5")
+    provider_args: tuple[str, ...] = ("--poll", "5s")
 
     def __post_init__(self) -> None:
         self._stack = contextlib.ExitStack()
