@@ -15,6 +15,7 @@ import json
 import logging
 import os
 import ssl
+import tempfile
 import time
 from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
 from dataclasses import dataclass
@@ -28,6 +29,7 @@ from kubernetes.aio.client import ApiClient, Configuration
 from kubernetes.aio.config import kube_config
 from kubernetes.aio.config.incluster_config import load_incluster_config
 
+from provider import kubeconfig as kubeconfig_model
 from provider.managed.reconciler import ConflictError
 
 log = logging.getLogger(__name__)
@@ -123,26 +125,46 @@ class Cluster:
     async def from_kubeconfig(
         cls, kubeconfig: Mapping[str, Any], *, on_request: RequestHook | None = None
     ) -> Cluster:
-        """A cluster from a parsed kubeconfig (its current context).
+        """A cluster from a parsed kubeconfig that a team may have written (its current context).
+
+        Only ``provider.kubeconfig``'s allow-list is honoured: an https server, inline
+        certificate data and a token. Nothing named in the kubeconfig is run or read.
 
         Raises:
-            KubeError: the kubeconfig cannot be used; the message quotes none of it.
+            KubeError: the kubeconfig is refused; the message names the field, never a value.
         """
-        configuration = Configuration()
         try:
-            await kube_config.load_kube_config_from_dict(
-                config_dict=dict(kubeconfig), client_configuration=configuration
+            credentials = kubeconfig_model.parse(kubeconfig)
+        except kubeconfig_model.KubeconfigError as error:
+            raise KubeError(str(error)) from None
+        configuration = Configuration(host=credentials.server)
+        configuration.ca_cert_data = credentials.ca_pem
+        if credentials.token:
+            configuration.api_key["BearerToken"] = f"Bearer {credentials.token}"
+        if credentials.client_certificate_pem is None or credentials.client_key_pem is None:
+            return cls(_api_client(configuration), on_request=on_request)
+        # Python's ssl module loads a client certificate from files only: they live
+        # in a private folder just long enough for the client to load them.
+        with tempfile.TemporaryDirectory(prefix="kubeconfig-") as folder:
+            configuration.cert_file = _private_file(
+                Path(folder) / "client.crt", credentials.client_certificate_pem
             )
-        except Exception as error:  # noqa: BLE001 (the loader raises many kinds; none is shown)
-            msg = f"the kubeconfig cannot be used ({type(error).__name__})"
-            raise KubeError(msg) from None
-        return cls(ApiClient(configuration), on_request=on_request)
+            configuration.key_file = _private_file(
+                Path(folder) / "client.key", credentials.client_key_pem
+            )
+            client = _api_client(configuration)
+        configuration.cert_file = configuration.key_file = None
+        return cls(client, on_request=on_request)
 
     @classmethod
     async def from_environment(
         cls, kubeconfig_path: str | None = None, *, on_request: RequestHook | None = None
     ) -> Cluster:
-        """The cluster of ``kubeconfig_path``, ``$KUBECONFIG``, or the pod's own."""
+        """The cluster of ``kubeconfig_path``, ``$KUBECONFIG``, or the pod's own.
+
+        The operator's own configuration, trusted: the client's loader may read the
+        files it names. Never use it for a kubeconfig from a Secret.
+        """
         path = kubeconfig_path or os.environ.get("KUBECONFIG")
         configuration = Configuration()
         if path:
@@ -463,6 +485,21 @@ class Cluster:
         except KubeError:
             return False
         return True
+
+
+def _api_client(configuration: Configuration) -> ApiClient:
+    """A client; a certificate or key that TLS cannot load is a KubeError."""
+    try:
+        return ApiClient(configuration)
+    except (ssl.SSLError, ValueError, OSError) as error:
+        msg = f"the kubeconfig's certificates cannot be used ({type(error).__name__})"
+        raise KubeError(msg) from None
+
+
+def _private_file(path: Path, data: bytes) -> str:
+    path.touch(mode=0o600)
+    path.write_bytes(data)
+    return str(path)
 
 
 def _expired(spec: Mapping[str, Any], now: datetime) -> bool:
