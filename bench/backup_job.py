@@ -17,9 +17,15 @@ from pathlib import Path
 
 import yaml
 
+from provider.backup.tenancy import EndpointPolicy
 from provider.backups import BACKUPS, BackupReconciler
 from provider.kube import Cluster
 from provider.restore import Restorer
+
+
+def _allowed() -> EndpointPolicy:
+    """The operator's allowed S3 endpoints, as the controllers read them."""
+    return EndpointPolicy.of(os.environ.get("ALLOWED_S3_ENDPOINTS", "").split())
 
 
 def peak_rss_mib(pid: int) -> float:
@@ -33,7 +39,7 @@ def peak_rss_mib(pid: int) -> float:
 async def backup(local_kubeconfig: str, namespace: str, name: str) -> int:
     local = await Cluster.from_kubeconfig(yaml.safe_load(Path(local_kubeconfig).read_text()))
     try:
-        await BackupReconciler(local).reconcile(namespace, name)
+        await BackupReconciler(local, endpoints=_allowed()).reconcile(namespace, name)
         found = await local.get(BACKUPS, namespace, name)
         status = (found or {}).get("status") or {}
         if status.get("phase") != "Completed":
@@ -46,7 +52,7 @@ async def backup(local_kubeconfig: str, namespace: str, name: str) -> int:
 async def restore(local_kubeconfig: str, namespace: str, name: str, target: str) -> int:
     local = await Cluster.from_kubeconfig(yaml.safe_load(Path(local_kubeconfig).read_text()))
     try:
-        outcome = await Restorer(local).restore(
+        outcome = await Restorer(local, endpoints=_allowed()).restore(
             namespace, name, yaml.safe_load(Path(target).read_text())
         )
         return outcome.objects

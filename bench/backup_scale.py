@@ -113,7 +113,8 @@ def main() -> None:
     with run_etcd() as etcd, APIServerFactory(etcd) as factory, run_seaweedfs() as s3:
         s3.configure(monkeypatch)
         s3.create_bucket(BUCKET)
-        env = dict(os.environ)
+        # The operator allows the loopback plain-http S3 explicitly.
+        env = {**os.environ, "ALLOWED_S3_ENDPOINTS": s3.endpoint}
         local = Kube(factory(name="local"))
         local.apply_crds(PROVIDER_CRDS, BACKUP_CRDS)
         source = Kube(factory(name="source"))

@@ -19,6 +19,7 @@ from typing import Any
 from provider import kube
 from provider.backup.archive import ArchiveWriter, Summary
 from provider.backup.storage import StorageError, StorageSpec, Store
+from provider.backup.tenancy import EndpointPolicy, TenancyError, check_prefix
 from provider.events import EventRecorder
 from provider.export import export
 from provider.kube import Cluster, KubeError, Resource
@@ -40,14 +41,30 @@ class BackupError(Exception):
     """A backup cannot be made; the message is safe to show."""
 
 
-def storage_spec(storage: Mapping[str, Any]) -> StorageSpec:
-    """A Backup's or schedule's ``spec.storage`` as a StorageSpec."""
+def storage_spec(storage: Mapping[str, Any], namespace: str) -> StorageSpec:
+    """A Backup's or schedule's ``spec.storage`` as a StorageSpec bound to its namespace.
+
+    The namespace is the ExternalId of the role assumption: each team's role
+    trusts only its own namespace's (see ``backup.tenancy``).
+    """
     return StorageSpec(
         bucket=str(storage.get("bucket") or ""),
         region=str(storage.get("region") or ""),
         role_arn=str(storage.get("roleArn") or ""),
         endpoint=str(storage.get("endpoint") or ""),
+        external_id=namespace,
     )
+
+
+def check_storage(obj: Mapping[str, Any], endpoints: EndpointPolicy) -> None:
+    """Refuse a Backup's or schedule's storage outside its namespace's prefix or allowed endpoints.
+
+    Raises:
+        TenancyError: naming the field and the rule.
+    """
+    storage = (obj.get("spec") or {}).get("storage") or {}
+    check_prefix(str(obj["metadata"]["namespace"]), str(storage.get("prefix") or ""))
+    endpoints.check(str(storage.get("endpoint") or ""))
 
 
 def archive_key(backup: Mapping[str, Any]) -> str:
@@ -96,11 +113,17 @@ class BackupReconciler:
         *,
         store: StoreFactory = Store.connect,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        endpoints: EndpointPolicy | None = None,
     ) -> None:
-        """``local`` holds the Backups and Instances; ``store`` connects to S3."""
+        """``local`` holds the Backups and Instances; ``store`` connects to S3.
+
+        ``endpoints`` are the S3 endpoints the operator allows; none by default,
+        so only AWS's own (or the operator's ``AWS_ENDPOINT_URL*``) is used.
+        """
         self.local = local
         self.store = store
         self.clock = clock
+        self.endpoints = endpoints or EndpointPolicy()
         self.events = EventRecorder(local, "controlplane-backup-controller")
 
     async def reconcile(self, namespace: str, name: str) -> Result:
@@ -113,6 +136,10 @@ class BackupReconciler:
         status = backup.setdefault("status", {})
         if status.get("phase") in (COMPLETED, FAILED):
             return Result()
+        try:
+            check_storage(backup, self.endpoints)
+        except TenancyError as error:
+            return await self._refused(backup, str(error))
         finalizers = backup["metadata"].setdefault("finalizers", [])
         if ARCHIVE_FINALIZER not in finalizers:
             finalizers.append(ARCHIVE_FINALIZER)
@@ -130,6 +157,8 @@ class BackupReconciler:
             summary = await self._run(backup, target)
         except (BackupError, StorageError, KubeError) as error:
             return await self._failed(backup, str(error))
+        except Exception as error:  # noqa: BLE001 (an archive or a deep object; never loop forever)
+            return await self._failed(backup, f"unexpected error ({type(error).__name__})")
         status = backup.setdefault("status", {})
         status.update(
             {
@@ -177,7 +206,7 @@ class BackupReconciler:
 
     async def _run(self, backup: Mapping[str, Any], target: Target) -> Summary:
         """Export and upload in a thread of its own: boto3 blocks, the controller must not."""
-        spec = storage_spec(backup["spec"]["storage"])
+        spec = storage_spec(backup["spec"]["storage"], backup["metadata"]["namespace"])
         key = archive_key(backup)
         excluded = tuple(backup["spec"].get("excludedResources") or ())
         exported_at = self.clock()
@@ -208,6 +237,17 @@ class BackupReconciler:
         finally:
             await source.close()
 
+    async def _refused(self, backup: dict[str, Any], message: str) -> Result:
+        """Fail at once, without an attempt: retrying cannot make the storage allowed."""
+        status = backup.setdefault("status", {})
+        now = _now(self.clock)
+        status["phase"] = FAILED
+        status["completedAt"] = now
+        _set_condition(status, "Failed", "StorageRefused", message, now)
+        await self.local.replace_status(BACKUPS, backup)
+        await self.events.record(backup, "Warning", "StorageRefused", message)
+        return Result()
+
     async def _failed(self, backup: dict[str, Any], message: str) -> Result:
         status = backup.setdefault("status", {})
         status["retries"] = int(status.get("retries") or 0) + 1
@@ -233,7 +273,22 @@ class BackupReconciler:
         """Delete the archive, then let the Backup go."""
         location = (backup.get("status") or {}).get("location") or {}
         if location.get("key"):
-            spec = storage_spec(backup["spec"]["storage"])
+            spec = storage_spec(backup["spec"]["storage"], backup["metadata"]["namespace"])
+            try:
+                # Only the archive this Backup wrote: its own key, under its namespace.
+                check_storage(backup, self.endpoints)
+                if location["key"] != archive_key(backup) or location.get("bucket") != spec.bucket:
+                    msg = "status.location is not this Backup's own archive"
+                    raise TenancyError(msg)
+            except TenancyError:
+                await self.events.record(
+                    backup,
+                    "Warning",
+                    "ArchiveNotDeleted",
+                    "the recorded archive is not this Backup's own; it is left in place",
+                )
+                location = {}
+        if location.get("key"):
             try:
                 store = await asyncio.to_thread(self.store, spec)
                 await asyncio.to_thread(store.delete, str(location["key"]))

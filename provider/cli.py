@@ -27,6 +27,7 @@ from typing import Any
 
 import click
 
+from provider.backup.tenancy import EndpointPolicy, TenancyError
 from provider.backups import BACKUP_SCHEDULES, BACKUPS, BackupReconciler
 from provider.configs import ConfigReconciler, config_of_usage
 from provider.controller import Controller
@@ -72,6 +73,7 @@ class Options:
     metrics_port: int
     lease: str
     debug: bool
+    s3_endpoints: EndpointPolicy
 
 
 Build = Callable[[Cluster, Options], tuple[list[Controller], Callable[[], Awaitable[None]]]]
@@ -205,6 +207,17 @@ COMMON_FLAGS: list[Flag] = [
         help="host:port of /metrics, /healthz and /readyz.",
     ),
     click.option("--debug", "-d", is_flag=True, show_envvar=True, help="Log at debug level."),
+    click.option(
+        "--allowed-s3-endpoint",
+        "allowed_s3_endpoints",
+        multiple=True,
+        envvar="ALLOWED_S3_ENDPOINTS",
+        show_envvar=True,
+        help=(
+            "An S3 endpoint (https://host[:port]) a Backup's storage.endpoint may name; "
+            "repeatable. http:// only if listed so. Default: none, AWS's own."
+        ),
+    ),
 ]
 
 PROVIDER_FLAGS: list[Flag] = [
@@ -244,6 +257,10 @@ def _env_prefix(command: str) -> dict[str, Any]:
 
 def _options(lease: str, poll_interval: float, **flags: Any) -> Options:
     host, port = flags["metrics_bind_address"]
+    try:
+        s3_endpoints = EndpointPolicy.of(flags["allowed_s3_endpoints"])
+    except TenancyError as error:
+        raise click.UsageError(f"--allowed-s3-endpoint: {error}") from None
     return Options(
         kubeconfig=flags["kubeconfig"],
         poll_interval=poll_interval,
@@ -255,6 +272,7 @@ def _options(lease: str, poll_interval: float, **flags: Any) -> Options:
         metrics_port=int(port),
         lease=lease,
         debug=bool(flags["debug"]),
+        s3_endpoints=s3_endpoints,
     )
 
 
@@ -347,7 +365,9 @@ def provider_controllers(
 ) -> tuple[list[Controller], Callable[[], Awaitable[None]]]:
     """The provider's controllers on ``cluster``, and what to close after."""
     connector = SpacesConnector(
-        cluster, restorer=Restorer(cluster), on_request=metrics.record_api_request
+        cluster,
+        restorer=Restorer(cluster, endpoints=options.s3_endpoints),
+        on_request=metrics.record_api_request,
     )
     # A ControlPlane's name is the Instance's external name, set before it is
     # created: after a crash mid-create, Observe finds it rather than guessing.
@@ -396,8 +416,8 @@ def backup_controllers(
     cluster: Cluster, options: Options
 ) -> tuple[list[Controller], Callable[[], Awaitable[None]]]:
     """The Backup and BackupSchedule controllers on ``cluster``."""
-    backups = BackupReconciler(cluster)
-    schedules = ScheduleReconciler(cluster)
+    backups = BackupReconciler(cluster, endpoints=options.s3_endpoints)
+    schedules = ScheduleReconciler(cluster, endpoints=options.s3_endpoints)
     controllers = [
         Controller(
             "backup",

@@ -84,6 +84,43 @@ def kept(rtype: ResourceType, obj: Mapping[str, Any]) -> bool:
     return True
 
 
+def _kubernetes_group(group: str) -> bool:
+    """A group Kubernetes itself serves (apps, rbac.authorization.k8s.io, ...), never a CRD's."""
+    return "." not in group or group.endswith((".k8s.io", ".kubernetes.io"))
+
+
+def owned_by_crossplane(crd: Mapping[str, Any]) -> bool:
+    """Whether export would hold the objects of this CRD: Crossplane's group, or owned by it."""
+    return _crossplane_group(str(crd["spec"]["group"])) or _owned_by_crossplane(crd)
+
+
+def restorable(rtype: ResourceType, obj: Mapping[str, Any]) -> str | None:
+    """Why a restore refuses an object that export never writes; None when it may apply it.
+
+    A restore writes with the provider's rights into a team's control plane, so an
+    archive is held to what ``export`` selects: the three core kinds, no system
+    namespace, no skipped Secret type or ConfigMap, no Kubernetes group. Whether a
+    custom group's CRD is owned by a package or an XRD is checked in the control
+    plane itself, before its objects are applied.
+    """
+    if not rtype.group:
+        core = next((t for t in CORE_TYPES if t.folder == rtype.folder), None)
+        if core is None or (core.version, core.kind, core.namespaced) != (
+            rtype.version,
+            rtype.kind,
+            rtype.namespaced,
+        ):
+            return f"{rtype.kind} of the core group is not one export writes"
+    elif _kubernetes_group(rtype.group):
+        return f"group {rtype.group} is Kubernetes' own, not one export writes"
+    if not kept(rtype, obj):
+        return (
+            "is in a system namespace, a skipped Secret type or a skipped ConfigMap, "
+            "which export never writes"
+        )
+    return None
+
+
 def api_resource(rtype: ResourceType) -> Resource:
     """Where a type lives on an API server."""
     return Resource(rtype.group, rtype.version, rtype.resource, rtype.kind, rtype.namespaced)

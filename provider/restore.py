@@ -16,15 +16,16 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import tempfile
-from collections.abc import Awaitable, Mapping
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import IO, Any
 
 from provider.backup import archive
 from provider.backup.archive import ResourceType
 from provider.backup.storage import StorageError, Store
-from provider.backups import BACKUPS, COMPLETED, StoreFactory, storage_spec
-from provider.export import api_resource
+from provider.backup.tenancy import EndpointPolicy, TenancyError, check_key
+from provider.backups import BACKUPS, COMPLETED, StoreFactory, check_storage, storage_spec
+from provider.export import api_resource, owned_by_crossplane, restorable
 from provider.kube import CRDS, Cluster, KubeError
 from provider.managed import meta
 
@@ -82,11 +83,15 @@ class Restorer:
         *,
         store: StoreFactory = Store.connect,
         crd_timeout: float = CRD_TIMEOUT_SECONDS,
+        endpoints: EndpointPolicy | None = None,
+        limits: archive.Limits | None = None,
     ) -> None:
-        """``local`` holds the Backups."""
+        """``local`` holds the Backups; ``endpoints`` are the S3 endpoints the operator allows."""
         self.local = local
         self.store = store
         self.crd_timeout = crd_timeout
+        self.endpoints = endpoints or EndpointPolicy()
+        self.limits = limits or archive.Limits()
 
     async def restore(
         self, namespace: str, backup_name: str, kubeconfig: Mapping[str, Any]
@@ -107,46 +112,112 @@ class Restorer:
             msg = f"Backup {namespace}/{backup_name} is {phase}, not Completed"
             raise RestoreError(msg)
         key = str((status.get("location") or {}).get("key") or "")
+        storage = backup["spec"].get("storage") or {}
+        try:
+            check_storage(backup, self.endpoints)
+            check_key(str(storage.get("prefix") or ""), key)
+        except TenancyError as error:
+            msg = f"Backup {namespace}/{backup_name} is refused: {error}"
+            raise RestoreError(msg) from None
+        sha256, size = status.get("sha256"), status.get("size")
+        if not isinstance(sha256, str) or not isinstance(size, int) or size < 0:
+            msg = (
+                f"Backup {namespace}/{backup_name} is refused: a Completed Backup records "
+                "status.sha256 and status.size"
+            )
+            raise RestoreError(msg)
+        if size > self.limits.max_archive_bytes:
+            msg = (
+                f"Backup {namespace}/{backup_name} is refused: status.size is above the "
+                f"limit of {self.limits.max_archive_bytes} bytes"
+            )
+            raise RestoreError(msg)
         with tempfile.TemporaryFile() as file:
             try:
                 digest = await asyncio.to_thread(
-                    self._download, backup["spec"]["storage"], key, file
+                    self._download, storage, namespace, key, size, file
                 )
             except StorageError as error:
                 msg = f"cannot fetch the archive of Backup {backup_name}: {error}"
                 raise RestoreError(msg) from None
-            if status.get("sha256") and digest != status["sha256"]:
+            if digest != sha256:
                 msg = f"the archive of Backup {backup_name} does not match its recorded sha256"
                 raise RestoreError(msg)
             file.seek(0)
             try:
-                manifest = await asyncio.to_thread(archive.verify, file)
+                manifest = await asyncio.to_thread(
+                    archive.verify, file, limits=self.limits, admit=restorable
+                )
             except archive.ArchiveError as error:
                 msg = f"the archive of Backup {backup_name} is refused: {error}"
                 raise RestoreError(msg) from None
             target = await Cluster.from_kubeconfig(kubeconfig)
             try:
-                count = await _Apply(target, file, manifest, self.crd_timeout).run()
+                count = await _Apply(target, file, manifest, self.crd_timeout, self.limits).run()
+            except archive.ArchiveError as error:
+                msg = f"the archive of Backup {backup_name} is refused: {error}"
+                raise RestoreError(msg) from None
             finally:
                 await target.close()
         return Outcome(objects=count)
 
-    def _download(self, storage: Mapping[str, Any], key: str, file: IO[bytes]) -> str:
+    def _download(
+        self, storage: Mapping[str, Any], namespace: str, key: str, size: int, file: IO[bytes]
+    ) -> str:
+        """Stream the archive into ``file``, never more than its recorded ``size``."""
         sink = _HashingFile(file)
-        self.store(storage_spec(storage)).download(key, sink)
+        self.store(storage_spec(storage, namespace)).download(key, sink, limit=size)
         return sink.digest.hexdigest()
+
+
+Batch = list[tuple[ResourceType, dict[str, Any]]]
+
+
+async def parsed_batches(
+    file: IO[bytes],
+    manifest: archive.Manifest,
+    folders: set[str],
+    *,
+    size: int = APPLY_CONCURRENCY,
+    limits: archive.Limits | None = None,
+) -> AsyncIterator[Batch]:
+    """The objects of ``folders`` in a verified archive, ``size`` at a time.
+
+    Decompressing and parsing run in a worker thread, a batch per call, so the
+    event loop (every other reconcile, the leader Lease's renewal) never waits on
+    an archive, however many objects it holds.
+    """
+    reader = archive.objects(file, manifest, limits=limits)
+
+    def take() -> Batch:
+        batch: Batch = []
+        for rtype, obj in reader:
+            if rtype.folder in folders:
+                batch.append((rtype, obj))
+                if len(batch) >= size:
+                    break
+        return batch
+
+    while batch := await asyncio.to_thread(take):
+        yield batch
 
 
 class _Apply:
     """One pass per phase over a verified archive."""
 
     def __init__(
-        self, target: Cluster, file: IO[bytes], manifest: archive.Manifest, crd_timeout: float
+        self,
+        target: Cluster,
+        file: IO[bytes],
+        manifest: archive.Manifest,
+        crd_timeout: float,
+        limits: archive.Limits,
     ) -> None:
         self.target = target
         self.file = file
         self.manifest = manifest
         self.crd_timeout = crd_timeout
+        self.limits = limits
         self.established: set[str] = set()
         # (apiVersion, kind, namespace, name) of each restored object -> its new UID.
         self.uids: dict[tuple[str, str, str, str], str] = {}
@@ -159,16 +230,10 @@ class _Apply:
             for folder in sorted(types):
                 await self._wait_for_type(self.manifest.types[folder])
             self.file.seek(0)
-            batch: list[Awaitable[None]] = []
-            for rtype, obj in archive.objects(self.file, self.manifest):
-                if rtype.folder in types:
-                    batch.append(self._apply(rtype, obj))
-                    count += 1
-                if len(batch) >= APPLY_CONCURRENCY:
-                    await asyncio.gather(*batch)
-                    batch = []
             # A step ends before the next begins: owners land before what they own.
-            await asyncio.gather(*batch)
+            async for batch in parsed_batches(self.file, self.manifest, types, limits=self.limits):
+                await asyncio.gather(*(self._apply(rtype, obj) for rtype, obj in batch))
+                count += len(batch)
         patch = {"metadata": {"annotations": {meta.PAUSED: None}}}
         for start in range(0, len(self.to_unpause), APPLY_CONCURRENCY):
             await asyncio.gather(
@@ -191,6 +256,12 @@ class _Apply:
             if any(
                 c.get("type") == "Established" and c.get("status") == "True" for c in conditions
             ):
+                if crd is None or not owned_by_crossplane(crd):
+                    msg = (
+                        f"CustomResourceDefinition {name} is not Crossplane's nor owned by a "
+                        "package or an XRD in the control plane: its objects are not restored"
+                    )
+                    raise RestoreError(msg)
                 self.established.add(rtype.folder)
                 return
             if asyncio.get_running_loop().time() > deadline:

@@ -14,7 +14,8 @@ from typing import Any
 from provider import kube
 from provider.backup.cron import Cron, CronError
 from provider.backup.plan import BackupRecord, parse_ttl, plan
-from provider.backups import BACKUP_SCHEDULES, BACKUPS
+from provider.backup.tenancy import EndpointPolicy, TenancyError
+from provider.backups import BACKUP_SCHEDULES, BACKUPS, check_storage
 from provider.events import EventRecorder
 from provider.kube import Cluster
 from provider.managed.reconciler import Result
@@ -69,11 +70,20 @@ class ScheduleReconciler:
     """Keeps one BackupSchedule's Backups."""
 
     def __init__(
-        self, local: Cluster, *, clock: Callable[[], datetime] = lambda: datetime.now(UTC)
+        self,
+        local: Cluster,
+        *,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        endpoints: EndpointPolicy | None = None,
     ) -> None:
-        """``clock`` is the time the schedule runs by (tests drive it)."""
+        """``clock`` is the time the schedule runs by (tests drive it).
+
+        ``endpoints`` are the S3 endpoints the operator allows; a schedule naming
+        another makes no Backups.
+        """
         self.local = local
         self.clock = clock
+        self.endpoints = endpoints or EndpointPolicy()
         self.events = EventRecorder(local, "controlplane-backup-controller")
 
     async def reconcile(self, namespace: str, name: str) -> Result:
@@ -90,6 +100,13 @@ class ScheduleReconciler:
             ttl = parse_ttl(str(spec.get("ttl") or "168h"))
         except (CronError, ValueError) as error:
             self._condition(status, "False", "InvalidSchedule", f"spec: {error}", now)
+            if status != before:
+                await self.local.replace_status(BACKUP_SCHEDULES, schedule)
+            return Result()
+        try:
+            check_storage(schedule, self.endpoints)
+        except TenancyError as error:
+            self._condition(status, "False", "StorageRefused", str(error), now)
             if status != before:
                 await self.local.replace_status(BACKUP_SCHEDULES, schedule)
             return Result()

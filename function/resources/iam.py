@@ -15,8 +15,19 @@ KMS_ACTIONS = ("kms:GenerateDataKey", "kms:Decrypt")
 POD_IDENTITY_PRINCIPAL = "pods.eks.amazonaws.com"
 
 
-def trust_policy(trust: Trust) -> dict[str, Any]:
-    """The role's trust policy for whichever mechanism the input chose."""
+# The backup writer passes the Backup's namespace as the ExternalId of every
+# sts:AssumeRole call; a team's role trusts only calls that carry its namespace,
+# so no Backup in another namespace can get into it.
+EXTERNAL_ID_KEY = "sts:ExternalId"
+
+
+def trust_policy(trust: Trust, namespace: str) -> dict[str, Any]:
+    """The role's trust policy for whichever mechanism the input chose, bound to ``namespace``.
+
+    AssumeRoleWithWebIdentity (IRSA) carries no ExternalId: there the role's
+    least-privilege policy on ``<namespace>/<name>/`` and the controller's refusal
+    of any other prefix are the binding.
+    """
     if trust.irsa is not None:
         issuer = trust.irsa.issuer
         account = trust.irsa.service_account
@@ -36,12 +47,14 @@ def trust_policy(trust: Trust) -> dict[str, Any]:
             "Effect": "Allow",
             "Principal": {"Service": POD_IDENTITY_PRINCIPAL},
             "Action": ["sts:AssumeRole", "sts:TagSession"],
+            "Condition": {"StringEquals": {EXTERNAL_ID_KEY: namespace}},
         }
     else:
         statement = {
             "Effect": "Allow",
             "Principal": {"AWS": trust.role_arn},
             "Action": "sts:AssumeRole",
+            "Condition": {"StringEquals": {EXTERNAL_ID_KEY: namespace}},
         }
     return {"Version": _VERSION, "Statement": [statement]}
 
@@ -95,7 +108,7 @@ def role_objects(target: Target, bucket: str) -> dict[str, dict[str, Any]]:
             "Role",
             names.iam_object,
             {
-                "assumeRolePolicy": _document(trust_policy(settings.trust)),
+                "assumeRolePolicy": _document(trust_policy(settings.trust, names.namespace)),
                 "description": f"Writes backups of {names.namespace}/{names.composite}",
             },
             external_name=names.iam_role,

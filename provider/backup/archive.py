@@ -31,7 +31,7 @@ import re
 import tarfile
 import time
 import zlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import IO, TYPE_CHECKING, Any, Literal, Self, TypeVar
@@ -45,12 +45,40 @@ EXPORT_FILE = "export.yaml"
 FORMAT_VERSION = "v1alpha1"
 METADATA_FILE = "metadata.yaml"
 
-# Far above any Kubernetes object (etcd refuses requests beyond a few MiB) and
-# above export.yaml for hundreds of thousands of files, yet small enough to hold.
-MAX_MEMBER_BYTES = 64 * 1024 * 1024
+MIB = 1024 * 1024
 # Pax and GNU long-name headers only carry a path and a few fields; tarfile
 # reads them whole, before any member check of ours runs.
 MAX_EXTENDED_HEADER_BYTES = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What a reader holds or reads at most: an archive beyond any of these is refused.
+
+    Parsing YAML takes up to a hundred and fifty times a file's size in memory, so
+    a file and its count of YAML nodes are bounded, not only the archive.
+
+    Attributes:
+        max_members: Files and folders in the archive (a few per type, one per object).
+        max_member_bytes: One object or ``metadata.yaml``: above any object etcd
+            stores (its requests are refused beyond 1.5 MiB by default).
+        max_export_bytes: ``export.yaml``, which lists every file (about 130 bytes each).
+        max_nodes: YAML nodes (scalars, mappings, sequences) in one object file;
+            ``export.yaml`` may have two per listed file on top.
+        max_total_bytes: The uncompressed tar stream, headers and padding included.
+        max_trailing_bytes: Bytes after the tar's end marker: the writer pads to one
+            tar record and nothing more.
+        max_archive_bytes: The compressed archive as stored (its recorded size).
+    """
+
+    max_members: int = 250_000
+    max_member_bytes: int = 4 * MIB
+    max_export_bytes: int = 48 * MIB
+    max_nodes: int = 200_000
+    max_total_bytes: int = 8 * 1024 * MIB
+    max_trailing_bytes: int = tarfile.RECORDSIZE
+    max_archive_bytes: int = 4 * 1024 * MIB
+
 
 SERVER_MANAGED_METADATA = frozenset(
     {
@@ -327,11 +355,19 @@ class ArchiveWriter:
         self._tar.members.clear()
 
 
-def verify(source: IO[bytes]) -> Manifest:
+Admit = Callable[[ResourceType, Mapping[str, Any]], str | None]
+
+
+def verify(
+    source: IO[bytes], *, limits: Limits | None = None, admit: Admit | None = None
+) -> Manifest:
     """Check a whole archive in one streaming pass, before anything of it is applied.
 
     Args:
         source: the archive's bytes, from their start.
+        limits: the sizes and counts beyond which the archive is refused.
+        admit: says why an object may not be restored (None when it may); such an
+            object refuses the whole archive.
 
     Returns:
         The archive's manifest, for ``objects`` to read the same bytes with.
@@ -340,7 +376,7 @@ def verify(source: IO[bytes]) -> Manifest:
         ArchiveError: the archive is not a gzip-compressed tar or is truncated; holds a
             member that is not a regular file (plain directories are skipped), a path that is
             absolute, climbs out with ``..``, has a backslash or does not fit the layout, a
-            duplicate path or a member beyond ``MAX_MEMBER_BYTES``; ``export.yaml`` is missing,
+            duplicate path, more than a limit allows, or a YAML alias; ``export.yaml`` is missing,
             malformed or of an unknown version; a file's sha256 differs from ``export.yaml``,
             a file is missing from it or from the archive; a folder's ``metadata.yaml`` does
             not come before its objects; or a file is not the YAML its place calls for.
@@ -349,20 +385,24 @@ def verify(source: IO[bytes]) -> Manifest:
     types: dict[str, ResourceType] = {}
     counts: dict[str, int] = {}
     export: _Export | None = None
-    for entry, data in _entries(source):
+    limits = limits or Limits()
+    for entry, data in _entries(source, limits):
         if entry.path in digests or (entry.role == "export" and export is not None):
             raise ArchiveError(f"duplicate path {entry.path}")
         if entry.role == "export":
-            export = _read_export(data)
+            export = _read_export(data, limits)
             continue
         digests[entry.path] = hashlib.sha256(data).hexdigest()
         if entry.role == "metadata":
-            types[entry.folder] = _read_type(entry, data)
+            types[entry.folder] = _read_type(entry, data, limits)
             continue
         rtype = types.get(entry.folder)
         if rtype is None:
             raise ArchiveError(f"{entry.folder}/{METADATA_FILE} is missing before {entry.path}")
-        _read_object(entry, rtype, data)
+        obj = _read_object(entry, rtype, data, limits)
+        refusal = admit(rtype, obj) if admit is not None else None
+        if refusal is not None:
+            raise ArchiveError(f"{entry.path}: {refusal}")
         counts[entry.folder] = counts.get(entry.folder, 0) + 1
     if export is None:
         raise ArchiveError(f"{EXPORT_FILE} is missing")
@@ -387,7 +427,9 @@ def verify(source: IO[bytes]) -> Manifest:
     )
 
 
-def objects(source: IO[bytes], manifest: Manifest) -> Iterator[tuple[ResourceType, dict[str, Any]]]:
+def objects(
+    source: IO[bytes], manifest: Manifest, *, limits: Limits | None = None
+) -> Iterator[tuple[ResourceType, dict[str, Any]]]:
     """Read every object of an archive that ``verify`` accepted, in archive order.
 
     Each file's sha256 is checked again, since the bytes may have changed between passes.
@@ -395,6 +437,7 @@ def objects(source: IO[bytes], manifest: Manifest) -> Iterator[tuple[ResourceTyp
     Args:
         source: the same archive ``verify`` read, from its start.
         manifest: what ``verify`` returned for it.
+        limits: the sizes and counts beyond which the archive is refused.
 
     Yields:
         Each object with its type.
@@ -404,7 +447,8 @@ def objects(source: IO[bytes], manifest: Manifest) -> Iterator[tuple[ResourceTyp
             file is new, repeated or gone; or the archive is broken (as in ``verify``).
     """
     seen: set[str] = set()
-    for entry, data in _entries(source):
+    limits = limits or Limits()
+    for entry, data in _entries(source, limits):
         if entry.role == "export":
             continue
         digest = manifest.files.get(entry.path)
@@ -415,7 +459,7 @@ def objects(source: IO[bytes], manifest: Manifest) -> Iterator[tuple[ResourceTyp
             raise ArchiveError(f"checksum mismatch for {entry.path}")
         if entry.role == "object":
             rtype = manifest.types[entry.folder]
-            yield rtype, _read_object(entry, rtype, data)
+            yield rtype, _read_object(entry, rtype, data, limits)
     for path in manifest.files:
         if path not in seen:
             raise ArchiveError(f"{path} is gone from the archive since it was verified")
@@ -528,27 +572,56 @@ class _Chunks:
         return data
 
 
-def _entries(source: IO[bytes]) -> Iterator[tuple[_Entry, bytes]]:
+class _Counted(io.RawIOBase):
+    """The uncompressed stream, refused once more than ``limit`` bytes are read from it."""
+
+    def __init__(self, stream: gzip.GzipFile, limit: int) -> None:
+        super().__init__()
+        self._stream = stream
+        self._limit = limit
+        self.count = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, size: int = -1, /) -> bytes:
+        data = self._stream.read(size)
+        self.count += len(data)
+        if self.count > self._limit:
+            raise ArchiveError(f"the archive unpacks to more than {self._limit} bytes")
+        return data
+
+
+def _entries(source: IO[bytes], limits: Limits) -> Iterator[tuple[_Entry, bytes]]:
     """Every regular file of an archive, checked and placed in the layout, with its bytes."""
+    members = 0
     try:
         # gzip.GzipFile rather than tarfile's "r|gz": it checks the gzip trailer's CRC
         # and length, and says so when the stream ends early.
-        with (
-            gzip.GzipFile(fileobj=source, mode="rb") as unzipped,
-            _StreamTar.open(mode="r|", fileobj=unzipped, tarinfo=_BoundedHeader) as tar,
-        ):
-            while (member := tar.next()) is not None:
-                tar.members.clear()
-                entry = _check_member(member)
-                if entry is None:
-                    continue
-                content = tar.extractfile(member)
-                assert content is not None  # a regular file always has content
-                yield entry, content.read()
-            # tar stops at its end-of-archive blocks; reading the rest of the gzip stream
-            # checks its trailer, so a truncated or corrupt archive is not taken as whole.
-            while unzipped.read(_DRAIN_BYTES):
-                pass
+        with gzip.GzipFile(fileobj=source, mode="rb") as unzipped:
+            counted = _Counted(unzipped, limits.max_total_bytes)
+            with _StreamTar.open(mode="r|", fileobj=counted, tarinfo=_BoundedHeader) as tar:
+                while (member := tar.next()) is not None:
+                    tar.members.clear()
+                    members += 1
+                    if members > limits.max_members:
+                        raise ArchiveError(f"the archive has more than {limits.max_members} files")
+                    entry = _check_member(member, limits)
+                    if entry is None:
+                        continue
+                    content = tar.extractfile(member)
+                    assert content is not None  # a regular file always has content
+                    yield entry, content.read()
+                # tar stops at its end-of-archive blocks; reading the rest of the gzip
+                # stream checks its trailer, so a truncated or corrupt archive is not taken
+                # as whole. The writer pads to one tar record; more is refused.
+                end = counted.count
+                while counted.read(_DRAIN_BYTES):
+                    if counted.count - end > limits.max_trailing_bytes:
+                        raise ArchiveError(
+                            "the archive has more than "
+                            f"{limits.max_trailing_bytes} bytes after its end"
+                        )
     except EOFError:
         raise ArchiveError("the archive is truncated") from None
     except (gzip.BadGzipFile, zlib.error):
@@ -558,7 +631,7 @@ def _entries(source: IO[bytes]) -> Iterator[tuple[_Entry, bytes]]:
         raise ArchiveError("not a tar archive, or a corrupt one") from None
 
 
-def _check_member(member: tarfile.TarInfo) -> _Entry | None:
+def _check_member(member: tarfile.TarInfo, limits: Limits) -> _Entry | None:
     """Place a regular file in the layout; None for a plain directory, to skip."""
     if member.isdir():
         _check_relative(member.name)
@@ -567,10 +640,9 @@ def _check_member(member: tarfile.TarInfo) -> _Entry | None:
         what = _LINKS.get(member.type, "a special file")
         raise ArchiveError(f"{_show(member.name)} is {what}, not a regular file")
     entry = _place(member.name)
-    if member.size > MAX_MEMBER_BYTES:
-        raise ArchiveError(
-            f"{entry.path} is larger than the limit of {MAX_MEMBER_BYTES // 2**20} MiB"
-        )
+    limit = limits.max_export_bytes if entry.role == "export" else limits.max_member_bytes
+    if member.size > limit:
+        raise ArchiveError(f"{entry.path} is larger than the limit of {limit} bytes")
     return entry
 
 
@@ -612,8 +684,8 @@ def _misfit(path: str) -> ArchiveError:
     return ArchiveError(f"path {_show(path)} does not fit the archive layout")
 
 
-def _read_export(data: bytes) -> _Export:
-    document = _load(EXPORT_FILE, data)
+def _read_export(data: bytes, limits: Limits) -> _Export:
+    document = _load(EXPORT_FILE, data, limits.max_nodes + 2 * limits.max_members)
     if not isinstance(document, dict):
         raise ArchiveError(f"{EXPORT_FILE} is not a mapping")
     # The version comes first: another version may lay out everything else differently.
@@ -661,8 +733,8 @@ def _type_document(rtype: ResourceType) -> dict[str, Any]:
     }
 
 
-def _read_type(entry: _Entry, data: bytes) -> ResourceType:
-    document = _load(entry.path, data)
+def _read_type(entry: _Entry, data: bytes, limits: Limits) -> ResourceType:
+    document = _load(entry.path, data, limits.max_nodes)
     if not isinstance(document, dict):
         raise ArchiveError(f"{entry.path} is not a mapping")
     categories = _field(document, "categories", list, entry.path)
@@ -684,11 +756,11 @@ def _read_type(entry: _Entry, data: bytes) -> ResourceType:
     return rtype
 
 
-def _read_object(entry: _Entry, rtype: ResourceType, data: bytes) -> dict[str, Any]:
+def _read_object(entry: _Entry, rtype: ResourceType, data: bytes, limits: Limits) -> dict[str, Any]:
     if rtype.namespaced != (entry.namespace is not None):
         scope = "namespaced" if rtype.namespaced else "cluster-scoped"
         raise ArchiveError(f"{entry.path} is out of place for a {scope} type")
-    obj = _load(entry.path, data)
+    obj = _load(entry.path, data, limits.max_nodes)
     metadata = obj.get("metadata") if isinstance(obj, dict) else None
     if not isinstance(obj, dict) or not isinstance(metadata, dict):
         raise ArchiveError(f"{entry.path} does not hold an object with metadata")
@@ -707,10 +779,28 @@ def _field(document: dict[str, Any], key: str, kind: type[_T], where: str) -> _T
     return value
 
 
-def _load(path: str, data: bytes) -> Any:
+_NODE_EVENTS = (yaml.ScalarEvent, yaml.MappingStartEvent, yaml.SequenceStartEvent)
+
+
+def _load(path: str, data: bytes, max_nodes: int) -> Any:
+    """One YAML document of plain data: no alias of any kind, at most ``max_nodes`` nodes.
+
+    A streaming pass over the parser's events comes first, in constant memory, so
+    neither an alias bomb nor a file of millions of tiny nodes is ever built.
+    """
     try:
+        nodes = 0
+        for event in yaml.parse(data, Loader=yaml.CSafeLoader):
+            if isinstance(event, yaml.AliasEvent):
+                raise ArchiveError(f"{path} repeats a value (a YAML alias)")
+            if isinstance(event, _NODE_EVENTS):
+                nodes += 1
+                if nodes > max_nodes:
+                    raise ArchiveError(f"{path} has more than {max_nodes} YAML nodes")
         document = yaml.load(data, Loader=yaml.CSafeLoader)
-    except (yaml.YAMLError, ValueError):
+    except (yaml.YAMLError, ValueError) as error:
+        if isinstance(error, ArchiveError):
+            raise
         # The causes quote the file; a bad date or a huge integer is a ValueError.
         raise ArchiveError(f"{path} is not valid YAML") from None
     problem = _foreign(document)

@@ -81,12 +81,15 @@ class StorageSpec:
             to use that identity directly.
         endpoint: An S3-compatible endpoint URL; empty for boto3's own resolution,
             where AWS_ENDPOINT_URL_S3 and AWS_ENDPOINT_URL work too.
+        external_id: The ExternalId of the role assumption (the Backup's namespace:
+            each team's role trusts only its own); empty for none.
     """
 
     bucket: str
     region: str = ""
     role_arn: str = ""
     endpoint: str = ""
+    external_id: str = ""
 
 
 class Store:
@@ -125,7 +128,9 @@ class Store:
             try:
                 session = boto3.session.Session(region_name=spec.region or None)
                 if spec.role_arn:
-                    session = _assumed_role_session(session, spec.role_arn, session_name)
+                    session = _assumed_role_session(
+                        session, spec.role_arn, session_name, spec.external_id
+                    )
                 client = session.client("s3", endpoint_url=endpoint, config=config)
             except ValueError as error:
                 # botocore's own check of an endpoint URL, before any request.
@@ -145,27 +150,36 @@ class Store:
         """
         return MultipartWriter(self._client, self._bucket, key, part_size=part_size)
 
-    def download(self, key: str, sink: SupportsWrite[bytes]) -> int:
+    def download(self, key: str, sink: SupportsWrite[bytes], *, limit: int | None = None) -> int:
         """Stream the object at ``key`` into ``sink``.
 
         Args:
             key: The object's key.
             sink: Where the bytes go, in chunks of at most 1 MiB.
+            limit: The most bytes to take (a Backup's recorded size); a larger
+                object is refused before, or as soon as, it passes the limit.
 
         Returns:
             The number of bytes written to ``sink``.
 
         Raises:
-            StorageError: The object cannot be read (NoSuchKey for a missing one).
+            StorageError: The object cannot be read (NoSuchKey for a missing one), or
+                is larger than ``limit``.
         """
         total = 0
-        with _translated(f"download {self._url(key)}", self._endpoint):
-            body = self._client.get_object(Bucket=self._bucket, Key=key)["Body"]
+        action = f"download {self._url(key)}"
+        with _translated(action, self._endpoint):
+            answer = self._client.get_object(Bucket=self._bucket, Key=key)
+            body = answer["Body"]
             try:
+                if limit is not None and int(answer.get("ContentLength") or 0) > limit:
+                    raise StorageError(f"{action} refused: larger than its recorded size")
                 # The body checks its length at the end: a cut stream raises.
                 for chunk in body.iter_chunks(_DOWNLOAD_CHUNK):
-                    sink.write(chunk)
                     total += len(chunk)
+                    if limit is not None and total > limit:
+                        raise StorageError(f"{action} refused: larger than its recorded size")
+                    sink.write(chunk)
             finally:
                 body.close()
         return total
@@ -409,12 +423,15 @@ class _FixedCredentials(CredentialProvider):  # type: ignore[misc]
         return self._credentials
 
 
-def _assumed_role_session(base: Any, role_arn: str, session_name: str) -> Any:
+def _assumed_role_session(base: Any, role_arn: str, session_name: str, external_id: str) -> Any:
     """A boto3 session signing with the role's credentials, assumed from ``base``'s."""
     sts = base.client("sts", config=_CLIENT_CONFIG)
+    bound = {"ExternalId": external_id} if external_id else {}
 
     def assume() -> dict[str, str]:
-        answer = sts.assume_role(RoleArn=role_arn, RoleSessionName=session_name)["Credentials"]
+        answer = sts.assume_role(RoleArn=role_arn, RoleSessionName=session_name, **bound)[
+            "Credentials"
+        ]
         return {
             "access_key": answer["AccessKeyId"],
             "secret_key": answer["SecretAccessKey"],

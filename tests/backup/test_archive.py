@@ -26,9 +26,9 @@ from provider.backup.archive import (
     EXPORT_FILE,
     FORMAT_VERSION,
     MAX_EXTENDED_HEADER_BYTES,
-    MAX_MEMBER_BYTES,
     ArchiveError,
     ArchiveWriter,
+    Limits,
     Manifest,
     ResourceType,
     member_path,
@@ -808,7 +808,7 @@ def oversized_member() -> bytes:
     sink = io.BytesIO()
     with tarfile.open(fileobj=sink, mode="w:gz", compresslevel=1) as tar:
         info = tarfile.TarInfo("configmaps/namespaces/default/big.yaml")
-        info.size = MAX_MEMBER_BYTES + 1
+        info.size = Limits().max_member_bytes + 1
         tar.addfile(info, Zeros(info.size))
     return sink.getvalue()
 
@@ -1005,7 +1005,7 @@ HOSTILE_CASES = [
     HostileCase(
         "a member beyond the size limit is refused",
         oversized_member,
-        "larger than the limit of 64 MiB",
+        "larger than the limit of 4194304 bytes",
     ),
     HostileCase(
         "an extended header beyond its limit is refused",

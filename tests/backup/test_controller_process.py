@@ -27,6 +27,9 @@ def test_the_backup_controller_completes_a_backup_and_serves_its_metrics(
     process = ProviderProcess(
         planes.local.server.kubeconfig_path,
         tmp_path / "controller.log",
+        # The operator allows the test's plain-http loopback S3 explicitly.
+        "--allowed-s3-endpoint",
+        seaweed.endpoint,
         command="controlplane-backup-controller",
     ).start()
     try:

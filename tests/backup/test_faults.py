@@ -29,6 +29,7 @@ from tests.backup.test_roundtrip import (
     backup_object,
     ensure_bucket,
     instance_with_kubeconfig,
+    operator_allows,
 )
 
 _names = itertools.count()
@@ -52,7 +53,7 @@ def test_an_unreachable_s3_fails_the_backup_after_retries_and_leaves_no_object(
     )
     with seaweed.gateway_stopped():
         for attempt in range(1, MAX_ATTEMPTS + 1):
-            asyncio.run(run_backup_allowing_retry(planes, name))
+            asyncio.run(run_backup_allowing_retry(planes, name, seaweed.endpoint))
             status = (planes.local.get("backups", NAMESPACE, name) or {})["status"]
             assert status["retries"] == attempt
             assert status["phase"] == ("Failed" if attempt == MAX_ATTEMPTS else "Pending")
@@ -64,12 +65,14 @@ def test_an_unreachable_s3_fails_the_backup_after_retries_and_leaves_no_object(
     assert seaweed.pending_uploads(BUCKET) == []
 
 
-async def run_backup_allowing_retry(planes: Planes, name: str) -> None:
+async def run_backup_allowing_retry(planes: Planes, name: str, endpoint: str) -> None:
     from provider.backups import BackupReconciler
 
     cluster = await Cluster.from_kubeconfig(yaml.safe_load(planes.local.server.kubeconfig))
     try:
-        await BackupReconciler(cluster).reconcile(NAMESPACE, name)
+        await BackupReconciler(cluster, endpoints=operator_allows(endpoint)).reconcile(
+            NAMESPACE, name
+        )
     finally:
         await cluster.close()
 
@@ -85,7 +88,7 @@ def test_wrong_credentials_are_refused_and_the_secret_is_never_shown(
     planes.local.create(
         "backups", backup_object(name, instance, seaweed.endpoint, f"{NAMESPACE}/{instance}/")
     )
-    asyncio.run(run_backup_allowing_retry(planes, name))
+    asyncio.run(run_backup_allowing_retry(planes, name, seaweed.endpoint))
     backup = planes.local.get("backups", NAMESPACE, name) or {}
     retrying = condition(backup, "Failed")
     assert "SignatureDoesNotMatch" in retrying["message"] or "AccessDenied" in retrying["message"]
@@ -100,7 +103,7 @@ def test_a_backup_of_an_instance_without_a_kubeconfig_says_so(
     name = fresh_name("nokubeconfig")
     planes.local.namespace(NAMESPACE)
     planes.local.create("backups", backup_object(name, "no-such-instance", seaweed.endpoint))
-    asyncio.run(run_backup_allowing_retry(planes, name))
+    asyncio.run(run_backup_allowing_retry(planes, name, seaweed.endpoint))
     message = condition(planes.local.get("backups", NAMESPACE, name), "Failed")["message"]
     assert message == f"Instance {NAMESPACE}/no-such-instance not found"
 
@@ -208,6 +211,7 @@ def test_a_bad_archive_is_refused_before_anything_is_applied(
             "status": {
                 "phase": "Completed",
                 "sha256": sha,
+                "size": len(data),
                 "location": {"bucket": BUCKET, "key": key},
             }
         },
@@ -216,7 +220,7 @@ def test_a_bad_archive_is_refused_before_anything_is_applied(
     async def restore() -> Any:
         local = await Cluster.from_kubeconfig(yaml.safe_load(planes.local.server.kubeconfig))
         try:
-            return await Restorer(local).restore(
+            return await Restorer(local, endpoints=operator_allows(seaweed.endpoint)).restore(
                 NAMESPACE, name, yaml.safe_load(planes.target.server.kubeconfig)
             )
         finally:

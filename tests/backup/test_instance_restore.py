@@ -24,6 +24,7 @@ from tests.backup.test_roundtrip import (
     backup_object,
     ensure_bucket,
     instance_with_kubeconfig,
+    operator_allows,
     run_backup,
 )
 from tests.provider.conftest import (
@@ -46,10 +47,11 @@ def space(kube_etcd: Etcd) -> Iterator[tuple[Kube, Kube]]:
             yield space, hosted
 
 
-def reconcile(local: Kube, namespace: str, name: str) -> None:
+def reconcile(local: Kube, namespace: str, name: str, endpoint: str) -> None:
     async def run() -> None:
         cluster = await Cluster.from_kubeconfig(yaml.safe_load(local.server.kubeconfig))
-        connector = SpacesConnector(cluster, restorer=Restorer(cluster))
+        restorer = Restorer(cluster, endpoints=operator_allows(endpoint))
+        connector = SpacesConnector(cluster, restorer=restorer)
         try:
             await Reconciler(
                 InstanceAPI(cluster), connector, deterministic_external_name=True
@@ -98,7 +100,7 @@ def test_an_instance_is_ready_only_once_its_backup_is_restored(
     )
 
     def state() -> dict[str, Any] | None:
-        reconcile(local, NAMESPACE, "restored")
+        reconcile(local, NAMESPACE, "restored", seaweed.endpoint)
         return local.get("instances", NAMESPACE, "restored")
 
     def tried() -> dict[str, Any] | None:
@@ -120,7 +122,7 @@ def test_an_instance_is_ready_only_once_its_backup_is_restored(
 
     instance_with_kubeconfig(local, planes.source.server, "origin")
     local.create("backups", backup_object("later", "origin", seaweed.endpoint, "team-a/origin/"))
-    asyncio.run(run_backup(local, "later"))
+    asyncio.run(run_backup(local, "later", seaweed.endpoint))
 
     done = wait_for("Ready after the restore", restored)
     restore = done["status"]["atProvider"]["restore"]
@@ -134,7 +136,7 @@ def test_an_instance_is_ready_only_once_its_backup_is_restored(
     hosted.core.patch_namespaced_config_map(
         "settings", "restored-app", {"data": {"mode": "changed"}}
     )
-    reconcile(local, NAMESPACE, "restored")
+    reconcile(local, NAMESPACE, "restored", seaweed.endpoint)
     assert hosted.core.read_namespaced_config_map("settings", "restored-app").data == {
         "mode": "changed"
     }

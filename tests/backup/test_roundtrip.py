@@ -15,6 +15,7 @@ import yaml
 
 from provider.backup import archive
 from provider.backup.storage import StorageSpec, Store
+from provider.backup.tenancy import EndpointPolicy
 from provider.backups import BackupReconciler
 from provider.kube import Cluster
 from provider.restore import RestoreError, Restorer
@@ -196,10 +197,17 @@ def backup_object(
     }
 
 
-async def run_backup(local: Kube, name: str) -> None:
+def operator_allows(endpoint: str) -> EndpointPolicy:
+    """The operator's --allowed-s3-endpoint for the test's plain-http loopback S3."""
+    return EndpointPolicy.of([endpoint])
+
+
+async def run_backup(local: Kube, name: str, endpoint: str) -> None:
     cluster = await Cluster.from_kubeconfig(yaml.safe_load(local.server.kubeconfig))
     try:
-        result = await BackupReconciler(cluster).reconcile(NAMESPACE, name)
+        result = await BackupReconciler(cluster, endpoints=operator_allows(endpoint)).reconcile(
+            NAMESPACE, name
+        )
         assert result.requeue_after is None
     finally:
         await cluster.close()
@@ -227,7 +235,7 @@ def test_a_control_plane_backed_up_to_s3_comes_back_equal_in_a_fresh_one(
     expected = seed(planes.source)
     instance_with_kubeconfig(planes.local, planes.source.server, "myctp")
     planes.local.create("backups", backup_object("myctp-1", "myctp", s3.endpoint))
-    asyncio.run(run_backup(planes.local, "myctp-1"))
+    asyncio.run(run_backup(planes.local, "myctp-1", s3.endpoint))
 
     backup = planes.local.get("backups", NAMESPACE, "myctp-1")
     assert backup is not None
@@ -257,9 +265,9 @@ def test_a_control_plane_backed_up_to_s3_comes_back_equal_in_a_fresh_one(
         local = await Cluster.from_kubeconfig(yaml.safe_load(planes.local.server.kubeconfig))
         try:
             task = asyncio.create_task(
-                Restorer(local, crd_timeout=60).restore(
-                    NAMESPACE, "myctp-1", yaml.safe_load(planes.target.server.kubeconfig)
-                )
+                Restorer(
+                    local, crd_timeout=60, endpoints=operator_allows(seaweed.endpoint)
+                ).restore(NAMESPACE, "myctp-1", yaml.safe_load(planes.target.server.kubeconfig))
             )
             await asyncio.sleep(0)
             await asyncio.to_thread(install_crds, planes.target)
@@ -270,7 +278,7 @@ def test_a_control_plane_backed_up_to_s3_comes_back_equal_in_a_fresh_one(
     assert asyncio.run(restore()) == expected
     first = snapshot(planes.target)
     # A restore interrupted by a restart is simply run again: it ends the same.
-    assert asyncio.run(restore_again(planes)) == expected
+    assert asyncio.run(restore_again(planes, s3.endpoint)) == expected
     assert snapshot(planes.target) == first
 
     for namespace in (f"app-{i}" for i in range(4)):
@@ -309,12 +317,12 @@ def test_a_control_plane_backed_up_to_s3_comes_back_equal_in_a_fresh_one(
     assert paused == {f"bucket-{i}" for i in range(0, 60, 10)}, "only what was paused in the backup"
 
 
-async def restore_again(planes: Planes) -> int:
+async def restore_again(planes: Planes, endpoint: str) -> int:
     local = await Cluster.from_kubeconfig(yaml.safe_load(planes.local.server.kubeconfig))
     try:
-        outcome = await Restorer(local, crd_timeout=60).restore(
-            NAMESPACE, "myctp-1", yaml.safe_load(planes.target.server.kubeconfig)
-        )
+        outcome = await Restorer(
+            local, crd_timeout=60, endpoints=operator_allows(endpoint)
+        ).restore(NAMESPACE, "myctp-1", yaml.safe_load(planes.target.server.kubeconfig))
         return outcome.objects
     finally:
         await local.close()
@@ -343,12 +351,13 @@ def test_deleting_a_backup_deletes_its_archive(
     planes.local.create(
         "backups", backup_object("to-delete", "deleted", seaweed.endpoint, "team-a/deleted/")
     )
-    asyncio.run(run_backup(planes.local, "to-delete"))
+    asyncio.run(run_backup(planes.local, "to-delete", seaweed.endpoint))
     store = Store.connect(StorageSpec(BUCKET, "us-east-1", endpoint=seaweed.endpoint))
     key = "team-a/deleted/to-delete.tar.gz"
     assert store.exists(key)
     planes.local.delete("backups", NAMESPACE, "to-delete")
-    asyncio.run(run_backup(planes.local, "to-delete"))  # the deletion: archive, then finalizer
+    # The deletion: archive, then finalizer.
+    asyncio.run(run_backup(planes.local, "to-delete", seaweed.endpoint))
     assert planes.local.get("backups", NAMESPACE, "to-delete") is None
     assert not store.exists(key)
 

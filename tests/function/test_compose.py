@@ -748,21 +748,23 @@ TRUST_CASES = [
         },
     ),
     TrustCase(
-        "EKS Pod Identity trusts the pods service with AssumeRole and TagSession.",
+        "EKS Pod Identity trusts AssumeRole and TagSession only with the namespace as ExternalId.",
         {"podIdentity": {}},
         {
             "Effect": "Allow",
             "Principal": {"Service": "pods.eks.amazonaws.com"},
             "Action": ["sts:AssumeRole", "sts:TagSession"],
+            "Condition": {"StringEquals": {"sts:ExternalId": "team-a"}},
         },
     ),
     TrustCase(
-        "A controller role chains into the backup role.",
+        "A controller role chains into the backup role only with the namespace as ExternalId.",
         {"roleArn": "arn:aws:iam::123456789012:role/controlplane-backup-controller"},
         {
             "Effect": "Allow",
             "Principal": {"AWS": "arn:aws:iam::123456789012:role/controlplane-backup-controller"},
             "Action": "sts:AssumeRole",
+            "Condition": {"StringEquals": {"sts:ExternalId": "team-a"}},
         },
     ),
 ]
