@@ -1,13 +1,13 @@
 """The Kubernetes side of Instances: the resource, its connection secret, usages and events.
 
 ``InstanceAPI`` is the reconciler's ``ManagedAPI`` for Instances, on ``kube``.
-It remembers the usages it tracked, so a steady poll of an unchanged
-Instance sends reads only.
+A steady poll of an unchanged Instance sends reads only.
 """
 
 from __future__ import annotations
 
 import base64
+import contextlib
 from collections.abc import Mapping
 from typing import Any
 
@@ -25,6 +25,10 @@ from provider.model import (
 )
 
 PROVIDER_CONFIG_LABEL = "crossplane.io/provider-config"
+
+
+class NotControllableError(Exception):
+    """The connection secret exists and is not the Instance's to write."""
 
 
 def owner_reference(managed: Mapping[str, Any]) -> dict[str, Any]:
@@ -45,7 +49,6 @@ class InstanceAPI:
     def __init__(self, cluster: Cluster) -> None:
         """Use ``cluster``, the one the Instances live in."""
         self.cluster = cluster
-        self._tracked: set[tuple[str, str]] = set()
         self.events = EventRecorder(cluster)
 
     async def get(self, namespace: str, name: str) -> ManagedObject | None:
@@ -63,7 +66,16 @@ class InstanceAPI:
     async def publish_connection(
         self, managed: ManagedObject, details: Mapping[str, bytes]
     ) -> None:
-        """Write the connection secret when its data changed; owned by the Instance."""
+        """Write the connection secret when its data changed; controlled by the Instance.
+
+        As crossplane-runtime's ``ConnectionSecretMustBeControllableBy``: an existing
+        Secret is written only when this Instance controls it, or when nothing
+        controls it and it is of the connection secret type (it is then adopted).
+        Any other Secret of that name is left alone and the publish fails.
+
+        Raises:
+            NotControllableError: the Secret is not this Instance's to write.
+        """
         if not details:
             return
         spec = parse(InstanceSpec, managed.get("spec") or {}, "spec")
@@ -72,6 +84,7 @@ class InstanceAPI:
         namespace = managed["metadata"]["namespace"]
         name = spec.write_connection_secret_to_ref.name
         data = {key: base64.b64encode(value).decode() for key, value in sorted(details.items())}
+        owner = owner_reference(managed)
         secret = await self.cluster.get(kube.SECRETS, namespace, name)
         if secret is None:
             await self.cluster.create(
@@ -79,27 +92,33 @@ class InstanceAPI:
                 {
                     "apiVersion": "v1",
                     "kind": "Secret",
-                    "metadata": {
-                        "name": name,
-                        "namespace": namespace,
-                        "ownerReferences": [owner_reference(managed)],
-                    },
+                    "metadata": {"name": name, "namespace": namespace, "ownerReferences": [owner]},
                     "type": CONNECTION_SECRET_TYPE,
                     "data": data,
                 },
             )
-        elif (secret.get("data") or {}) != data:
-            secret["data"] = data
-            await self.cluster.replace(kube.SECRETS, secret)
+            return
+        references = secret["metadata"].get("ownerReferences") or []
+        controller = next((ref for ref in references if ref.get("controller")), None)
+        if controller is None and secret.get("type") != CONNECTION_SECRET_TYPE:
+            msg = f"refusing to modify uncontrolled secret {name} of type {secret.get('type')!r}"
+            raise NotControllableError(msg)
+        if controller is not None and controller.get("uid") != owner["uid"]:
+            msg = f"existing secret {name} is not controlled by this Instance"
+            raise NotControllableError(msg)
+        if controller is None:
+            secret["metadata"]["ownerReferences"] = [*references, owner]
+        elif (secret.get("data") or {}) == data:
+            return
+        secret["data"] = data
+        await self.cluster.replace(kube.SECRETS, secret)
 
     async def unpublish_connection(self, managed: ManagedObject) -> None:
-        """Delete the connection secret."""
-        spec = parse(InstanceSpec, managed.get("spec") or {}, "spec")
-        if spec.write_connection_secret_to_ref is None:
-            return
-        namespace = managed["metadata"]["namespace"]
-        name = spec.write_connection_secret_to_ref.name
-        await self.cluster.delete(kube.SECRETS, namespace, name)
+        """Nothing to do: the Instance's owner reference has the Secret garbage collected.
+
+        As crossplane-runtime's publisher: deleting by name could delete a Secret the
+        Instance never controlled.
+        """
 
     def _usage(self, managed: ManagedObject) -> tuple[kube.Resource, dict[str, Any]]:
         spec = parse(InstanceSpec, managed.get("spec") or {}, "spec")
@@ -132,25 +151,40 @@ class InstanceAPI:
         return resource, usage
 
     async def track_provider_config(self, managed: ManagedObject) -> None:
-        """Record the Instance's use of its provider config (once per config)."""
+        """Record the Instance's use of its provider config.
+
+        Read on every reconcile, never remembered: a usage someone deleted is made
+        again, and one naming a config the Instance left is corrected.
+        """
         resource, usage = self._usage(managed)
-        key = (usage["metadata"]["name"], usage["providerConfigRef"]["name"])
-        if key in self._tracked:
+        metadata = usage["metadata"]
+        # A switch between ProviderConfig and ClusterProviderConfig leaves a usage of
+        # the other kind behind, which would keep the old config in use for ever.
+        other = (
+            CLUSTER_PROVIDER_CONFIG_USAGES
+            if resource is PROVIDER_CONFIG_USAGES
+            else PROVIDER_CONFIG_USAGES
+        )
+        other_namespace = managed["metadata"]["namespace"] if other.namespaced else None
+        if await self.cluster.get(other, other_namespace, metadata["name"]) is not None:
+            await self.cluster.delete(other, other_namespace, metadata["name"])
+        existing = await self.cluster.get(resource, metadata.get("namespace"), metadata["name"])
+        if existing is None:
+            # Made meanwhile by another reconcile: it is read again next time.
+            with contextlib.suppress(kube.AlreadyExistsError):
+                await self.cluster.create(resource, usage)
             return
-        try:
-            await self.cluster.create(resource, usage)
-        except kube.AlreadyExistsError:
-            existing = await self.cluster.get(
-                resource, usage["metadata"].get("namespace"), usage["metadata"]["name"]
-            )
-            if (
-                existing is not None
-                and existing.get("providerConfigRef") != usage["providerConfigRef"]
-            ):
-                existing["providerConfigRef"] = usage["providerConfigRef"]
-                existing["metadata"]["labels"] = usage["metadata"]["labels"]
-                await self.cluster.replace(resource, existing)
-        self._tracked.add(key)
+        if (
+            existing.get("providerConfigRef") != usage["providerConfigRef"]
+            or (existing["metadata"].get("labels") or {}).get(PROVIDER_CONFIG_LABEL)
+            != metadata["labels"][PROVIDER_CONFIG_LABEL]
+        ):
+            existing["providerConfigRef"] = usage["providerConfigRef"]
+            existing["metadata"]["labels"] = {
+                **(existing["metadata"].get("labels") or {}),
+                **metadata["labels"],
+            }
+            await self.cluster.replace(resource, existing)
 
     async def release_provider_config(self, managed: ManagedObject) -> None:
         """Delete the Instance's usage of its provider config."""
@@ -158,7 +192,6 @@ class InstanceAPI:
         await self.cluster.delete(
             resource, usage["metadata"].get("namespace"), usage["metadata"]["name"]
         )
-        self._tracked = {k for k in self._tracked if k[0] != usage["metadata"]["name"]}
 
     async def event(self, managed: ManagedObject, type_: str, reason: str, message: str) -> None:
         """Record an event about the Instance."""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import re
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
@@ -13,6 +15,35 @@ EXTERNAL_CREATE_SUCCEEDED = "crossplane.io/external-create-succeeded"
 EXTERNAL_CREATE_FAILED = "crossplane.io/external-create-failed"
 PAUSED = "crossplane.io/paused"
 _TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
+# A DNS-1123 label: what every backend accepts as a name.
+_NAME_MAX = 63
+_HASH_CHARS = 8
+_NOT_LABEL_CHAR = re.compile(r"[^a-z0-9-]+")
+
+
+def default_external_name(obj: Mapping[str, Any]) -> str:
+    """``<namespace>-<name>-<hash>``: one name per namespaced object, stable, at most 63 characters.
+
+    ``<namespace>-<name>`` alone is ambiguous (``team-a``/``prod`` and
+    ``team``/``a-prod``); a hash of ``<namespace>/<name>`` (where ``/`` cannot be
+    part of either) tells them apart. The readable head is cut to fit a DNS-1123
+    label. A cluster-scoped object keeps its name.
+    """
+    metadata = obj["metadata"]
+    namespace, name = metadata.get("namespace"), str(metadata["name"])
+    if not namespace:
+        return name
+    digest = hashlib.sha256(f"{namespace}/{name}".encode()).hexdigest()[:_HASH_CHARS]
+    head = _NOT_LABEL_CHAR.sub("-", f"{namespace}-{name}".lower())
+    head = head[: _NAME_MAX - _HASH_CHARS - 1].strip("-")
+    return f"{head}-{digest}"
+
+
+def legacy_external_name(obj: Mapping[str, Any]) -> str:
+    """The default before it carried a hash: ``<namespace>-<name>``."""
+    metadata = obj["metadata"]
+    namespace = metadata.get("namespace")
+    return f"{namespace}-{metadata['name']}" if namespace else str(metadata["name"])
 
 
 def annotations_of(obj: Mapping[str, Any]) -> Mapping[str, str]:

@@ -128,12 +128,6 @@ def _merge(into: dict[str, Any], patch: Mapping[str, Any]) -> None:
             into[key] = copy.deepcopy(value)
 
 
-def _default_external_name(managed: ManagedObject) -> str:
-    metadata = managed["metadata"]
-    namespace = metadata.get("namespace")
-    return f"{namespace}-{metadata['name']}" if namespace else str(metadata["name"])
-
-
 class Reconciler:
     """Reconciles one kind of managed resource with one backend."""
 
@@ -145,7 +139,7 @@ class Reconciler:
         poll_interval: float = 60.0,
         creation_grace_period: float = 30.0,
         short_wait: float = 5.0,
-        external_name: Callable[[ManagedObject], str | None] = _default_external_name,
+        external_name: Callable[[ManagedObject], str | None] = meta.default_external_name,
         deterministic_external_name: bool = False,
         references: ReferenceResolver | None = None,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
@@ -458,7 +452,12 @@ class _Run:
             extra={"fields": {"resource": self._key(), "reason": reason, "error": message}},
         )
         await self._event(WARNING, reason, message)
-        return await self._finish(Result(requeue=True), *extra, conditions.reconcile_error(message))
+        # Observe's Ready stands whatever failed after it (crossplane-runtime's
+        # Observe sets it on the resource itself); an explicit one (Creating,
+        # Deleting) comes after it and wins.
+        return await self._finish(
+            Result(requeue=True), *self.ready, *extra, conditions.reconcile_error(message)
+        )
 
     async def _finish(self, result: Result, *updates: Condition) -> Result:
         """Write the status only when it changed."""

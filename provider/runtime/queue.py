@@ -135,7 +135,8 @@ class RateLimitingQueue(Generic[K]):
         self,
         *,
         base_delay: float = 1.0,
-        max_delay: float = 300.0,
+        # crossplane-runtime's ratelimiter.NewController: 1 s doubling up to 60 s.
+        max_delay: float = 60.0,
         factor: float = 2.0,
         clock: Clock | None = None,
     ) -> None:

@@ -12,12 +12,13 @@ import base64
 import binascii
 from collections.abc import Mapping
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Literal
 
 from provider import kube
 from provider.kube import Cluster, KubeError
 from provider.managed import conditions, meta
 from provider.managed.external import Creation, ManagedObject, Observation, Update
+from provider.managed.policy import Policies
 from provider.model import (
     CLUSTER_PROVIDER_CONFIGS,
     CONTROL_PLANES,
@@ -30,6 +31,15 @@ from provider.model import (
 from provider.restore import RestoreError, Restorer
 
 _CONNECTION_SECRET_PREFIX = "kubeconfig-"  # noqa: S105 (a name prefix)
+# Which Instance a ControlPlane is for: written when the provider creates it,
+# checked before anything of it (its kubeconfig above all) reaches an Instance.
+OWNER_NAMESPACE = "controlplane.spaces.upbound.io/instance-namespace"
+OWNER_NAME = "controlplane.spaces.upbound.io/instance-name"
+OWNER_UID = "controlplane.spaces.upbound.io/instance-uid"
+
+
+class AdoptionError(KubeError):
+    """A ControlPlane that belongs to another Instance; the message names neither its owner."""
 
 
 class ConnectError(Exception):
@@ -148,6 +158,11 @@ class SpacesClient:
         found = await self.space.get(CONTROL_PLANES, self.group, name)
         if found is None:
             return Observation(exists=False)
+        policies = Policies.of((managed.get("spec") or {}).get("managementPolicies"))
+        if _ownership(managed, found) == "claim" and policies.should_update:
+            await self.space.merge_patch(
+                CONTROL_PLANES, self.group, name, {"metadata": _owner_metadata(managed)}
+            )
         spec = parse(InstanceSpec, managed.get("spec") or {}, "spec")
         actual = found.get("spec") or {}
         late_init = _late_init(spec, actual)
@@ -168,7 +183,8 @@ class SpacesClient:
                 ready=conditions.unavailable(message),
             )
         details = await self._kubeconfig(found)
-        restoring = await self._restore(managed, spec, details)
+        # A restore writes into the control plane: never under Observe-only policies.
+        restoring = await self._restore(managed, spec, details) if policies.should_create else None
         return Observation(
             exists=True,
             up_to_date=up_to_date,
@@ -232,7 +248,7 @@ class SpacesClient:
         body = {
             "apiVersion": CONTROL_PLANES.api_version,
             "kind": CONTROL_PLANES.kind,
-            "metadata": {"name": name, "namespace": self.group},
+            "metadata": {"name": name, "namespace": self.group, **_owner_metadata(managed)},
             "spec": _desired(spec, name, self.group),
         }
         try:
@@ -257,6 +273,58 @@ class SpacesClient:
     async def delete(self, managed: ManagedObject) -> None:
         """Delete the ControlPlane."""
         await self.space.delete(CONTROL_PLANES, self.group, meta.external_name(managed))
+
+
+def _owner_metadata(managed: ManagedObject) -> dict[str, Any]:
+    metadata = managed["metadata"]
+    return {
+        "annotations": {
+            OWNER_NAMESPACE: str(metadata.get("namespace", "")),
+            OWNER_NAME: str(metadata["name"]),
+        },
+        "labels": {OWNER_UID: str(metadata.get("uid", ""))},
+    }
+
+
+def _created(obj: Mapping[str, Any]) -> datetime | None:
+    stamp = str((obj.get("metadata") or {}).get("creationTimestamp") or "")
+    try:
+        return datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
+def _ownership(managed: ManagedObject, found: Mapping[str, Any]) -> Literal["mine", "claim"]:
+    """Whether a ControlPlane is this Instance's, or one it may claim; else AdoptionError.
+
+    A ControlPlane made before owners were recorded has none: only the Instance that
+    made it may claim it, the one whose external name is its old default and which
+    is older than the ControlPlane. Any other is adopted only once an operator
+    records the Instance as its owner in the Space, where teams cannot write.
+    """
+    metadata = managed["metadata"]
+    annotations = meta.annotations_of(found)
+    owner = (annotations.get(OWNER_NAMESPACE), annotations.get(OWNER_NAME))
+    if owner == (metadata.get("namespace"), metadata["name"]):
+        return "mine"
+    found_metadata = found["metadata"]
+    where = f"ControlPlane {found_metadata['name']} in Space group {found_metadata['namespace']}"
+    if owner != (None, None):
+        msg = f"{where} belongs to another Instance; it is not adopted"
+        raise AdoptionError(msg)
+    instance_created, found_created = _created(managed), _created(found)
+    if (
+        meta.external_name(managed) == meta.legacy_external_name(managed)
+        and instance_created is not None
+        and found_created is not None
+        and instance_created <= found_created
+    ):
+        return "claim"
+    msg = (
+        f"{where} was not made for this Instance; it is adopted only once an operator "
+        f"annotates it with {OWNER_NAMESPACE} and {OWNER_NAME}"
+    )
+    raise AdoptionError(msg)
 
 
 def _up_to_date(spec: InstanceSpec, actual: Mapping[str, Any]) -> bool:

@@ -129,6 +129,7 @@ class FakeAPI:
         self, managed: ManagedObject, details: Mapping[str, bytes]
     ) -> None:
         self.recorder.record("api.publish_connection", managed)
+        self._conflict("api.publish_connection")
         self.published.append(dict(details))
 
     async def unpublish_connection(self, managed: ManagedObject) -> None:
@@ -531,6 +532,8 @@ CASES = [
         errors={"external.update": BackendError("conflicting change")},
         result=Result(requeue=True),
         synced=("ReconcileError", "update failed: conflicting change"),
+        # Observe's Available stands, as in crossplane-runtime.
+        ready="Available",
         event=(WARNING, "CannotUpdateExternalResource"),
     ),
     ReconcileCase(
@@ -592,13 +595,13 @@ CASES = [
         finalizers=[],
     ),
     ReconcileCase(
-        reason="a missing external name defaults to the namespace and name",
+        reason="a missing external name defaults to the namespace, the name and their hash",
         managed=managed(external_name=None),
         result=Result(requeue_after=POLL),
         synced=("ReconcileSuccess", ""),
         ready="Available",
         called=("api.update",),
-        annotations={EXTERNAL_NAME: "team-a-cp"},
+        annotations={EXTERNAL_NAME: "team-a-cp-f3329163"},
     ),
     ReconcileCase(
         reason="a cluster scoped resource's external name defaults to its name",
@@ -891,3 +894,67 @@ def test_a_cluster_scoped_resource_weighs_its_deletion_policy(case: LegacyDeleti
     assert ("external.delete" in w.recorder.names()) is case.deletes
     if not case.deletes:
         assert w.stored()["metadata"]["finalizers"] == []
+
+
+@dataclass
+class KeptReadyCase:
+    reason: str
+    connect_error: Exception | None = None
+    observation: Observation | Exception = UP_TO_DATE
+    errors: dict[str, Exception] = field(default_factory=dict)
+    # The Ready written: the one Observe reported when it got that far, as in
+    # crossplane-runtime, where Observe sets it on the resource itself.
+    ready: tuple[str, str] = ("True", "Available")
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        KeptReadyCase(
+            "a provider config that cannot be used keeps the last Ready",
+            connect_error=BackendError("no such config"),
+        ),
+        KeptReadyCase(
+            "a backend that cannot be observed keeps the last Ready",
+            observation=BackendError("the Space is down"),
+        ),
+        KeptReadyCase(
+            "a connection secret that cannot be written keeps the last Ready",
+            errors={"api.publish_connection": BackendError("not controllable")},
+        ),
+        KeptReadyCase(
+            "a failure after Observe still writes the Ready that Observe reported",
+            observation=Observation(
+                exists=True,
+                up_to_date=True,
+                ready=conditions.unavailable("restoring"),
+                connection_details={"endpoint": b"https://cp.example"},
+            ),
+            errors={"api.publish_connection": BackendError("not controllable")},
+            ready=("False", "Unavailable"),
+        ),
+    ],
+    ids=lambda c: c.reason,
+)
+def test_a_failed_reconcile_keeps_the_ready_condition(case: KeptReadyCase) -> None:
+    stored = managed()
+    stored["status"] = {
+        "conditions": [
+            {
+                "type": "Ready",
+                "status": "True",
+                "reason": "Available",
+                "lastTransitionTime": EARLIER_STAMP,
+            }
+        ]
+    }
+    w = world(
+        stored, observation=case.observation, connect_error=case.connect_error, errors=case.errors
+    )
+
+    assert w.run() == Result(requeue=True)
+
+    kept = w.condition("Ready")
+    assert kept is not None, w.stored()["status"]
+    assert (kept["status"], kept["reason"]) == case.ready, kept
+    assert (w.condition("Synced") or {}).get("reason") == "ReconcileError"
