@@ -42,11 +42,25 @@ _PEM = re.compile(
 # megabyte of base64, and backtracking over it would stall the logging thread.
 _BEARER = re.compile(r"(?i)\b(bearer)\s++[A-Za-z0-9\-._~+/]++=*+")
 _JWT = re.compile(r"(?<![\w-])eyJ[\w-]++\.[\w-]++\.[\w-]*+")
-# "token=abc", "password: abc", "'apiKey': 'abc'" and the like.
+_SECRET_NAME = "(?:" + "|".join(SECRET_NAME_PARTS) + ")"
+# "token=abc", "password: abc", "'apiKey': 'abc'", "'token': b'abc'" and the like.
 _PAIR = re.compile(
-    r"(?i)(\b(?=\w*?(?:" + "|".join(SECRET_NAME_PARTS) + r"))\w++[\"']?\s*+[:=]\s*+[\"']?)"
+    r"(?i)(\b(?=\w*?" + _SECRET_NAME + r")\w++[\"']?\s*+[:=]\s*+(?:b(?=[\"']))?+[\"']?+)"
     r"(?!\[redacted\])[^\s\"',;&}\]]++"
 )
+# "<SecretAccessKey>abc</SecretAccessKey>", as STS and S3 answer in XML.
+_XML = re.compile(
+    r"(?i)(<((?=[\w:.-]*?" + _SECRET_NAME + r")[\w:.-]++)(?:\s[^<>]*+)?>)"
+    r"(?!\[redacted\]<)[^<]++(</\2>)"
+)
+# "https://user:password@host": the password of a URL's user info.
+_URL_PASSWORD = re.compile(
+    r"(?i)((?<![a-z0-9+.-])[a-z][a-z0-9+.-]{0,31}+://[^/\s:@]++:)(?!\[redacted\]@)[^/\s@]++@"
+)
+# Loggers that write credentials or whole bodies at debug level (botocore the
+# assumed role's keys and archive parts, the Kubernetes client Secret bodies):
+# held at info whatever --debug says.
+QUIET_LOGGERS = ("botocore", "boto3", "s3transfer", "urllib3", "kubernetes", "aiohttp")
 
 
 def looks_secret(name: str) -> bool:
@@ -56,10 +70,16 @@ def looks_secret(name: str) -> bool:
 
 
 def scrub(text: str) -> str:
-    """``text`` with PEM blocks, bearer tokens, JWTs and ``secret=value`` pairs redacted."""
+    """``text`` with secrets redacted.
+
+    PEM blocks, bearer tokens, JWTs, ``secret=value`` pairs (in byte-string reprs
+    too), XML elements named like secrets and the password of a URL.
+    """
     text = _PEM.sub(REDACTED, text)
     text = _BEARER.sub(r"\1 " + REDACTED, text)
     text = _JWT.sub(REDACTED, text)
+    text = _XML.sub(r"\1" + REDACTED + r"\3", text)
+    text = _URL_PASSWORD.sub(r"\1" + REDACTED + "@", text)
     return _PAIR.sub(r"\1" + REDACTED, text)
 
 
@@ -171,6 +191,9 @@ debug_option = click.option(
 def setup(*, debug: bool = False, stream: IO[str] | None = None) -> logging.Handler:
     """Send every log record to ``stream`` as JSON, redacted, at info or debug level.
 
+    ``QUIET_LOGGERS`` stay at info even with ``debug``: they would log credentials
+    and whole request bodies.
+
     The root logger's handlers are replaced, so calling it again reconfigures.
 
     Args:
@@ -188,4 +211,6 @@ def setup(*, debug: bool = False, stream: IO[str] | None = None) -> logging.Hand
         root.removeHandler(old)
     root.addHandler(handler)
     root.setLevel(logging.DEBUG if debug else logging.INFO)
+    for name in QUIET_LOGGERS:
+        logging.getLogger(name).setLevel(logging.INFO)
     return handler

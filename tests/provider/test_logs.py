@@ -212,6 +212,38 @@ class ScrubCase:
             "a secret passed as an argument", "config %s", "config token=[redacted]", ("token=abc",)
         ),
         ScrubCase(
+            "STS credentials in an XML answer",
+            "<Credentials><SecretAccessKey>wJalr/K7+MDENG</SecretAccessKey>"
+            "<SessionToken>FwoGZXIvYXdzEBYaD</SessionToken><Expiration>2026</Expiration>",
+            "<Credentials><SecretAccessKey>[redacted]</SecretAccessKey>"
+            "<SessionToken>[redacted]</SessionToken><Expiration>2026</Expiration>",
+        ),
+        ScrubCase(
+            "an XML element with attributes and a namespace prefix",
+            '<sts:SessionToken xmlns:sts="x">abc</sts:SessionToken>',
+            '<sts:SessionToken xmlns:sts="x">[redacted]</sts:SessionToken>',
+        ),
+        ScrubCase(
+            "a secret in the repr of a byte string",
+            "answer {'SecretAccessKey': b'wJalr/K7+MDENG', 'Expiration': 1}",
+            "answer {'SecretAccessKey': b'[redacted]', 'Expiration': 1}",
+        ),
+        ScrubCase(
+            "an XML body in the repr of a byte string",
+            "body b'<SessionToken>FwoGZXIvYXdz</SessionToken>'",
+            "body b'<SessionToken>[redacted]</SessionToken>'",
+        ),
+        ScrubCase(
+            "the password of a URL's user",
+            "cloning https://alice:hunter2@git.example/repo.git",
+            "cloning https://alice:[redacted]@git.example/repo.git",
+        ),
+        ScrubCase(
+            "a colon and an at sign in a URL's path are not a password",
+            "see https://example.org/a:b@c",
+            "see https://example.org/a:b@c",
+        ),
+        ScrubCase(
             "a harmless message", "reconciled team-a/cp in 1.2s", "reconciled team-a/cp in 1.2s"
         ),
     ],
@@ -272,13 +304,23 @@ def test_a_self_referencing_field_is_cut_off() -> None:
 
 @pytest.mark.parametrize(
     "text",
-    ["keyx" * 25_000, "token" * 20_000, "eyJ-" * 25_000, "a." * 50_000, "Bearer " * 20_000],
+    [
+        "keyx" * 25_000,
+        "token" * 20_000,
+        "eyJ-" * 25_000,
+        "a." * 50_000,
+        "Bearer " * 20_000,
+        "<token" * 20_000,
+        "a://b:" * 20_000,
+    ],
     ids=[
         "a long run with a secret name inside",
         "repeated names",
         "repeated JWT starts",
         "dots",
         "repeated bearer",
+        "repeated XML starts",
+        "repeated URL starts",
     ],
 )
 def test_scrubbing_a_long_hostile_line_takes_linear_time(text: str) -> None:
@@ -343,3 +385,13 @@ def test_setup_again_replaces_the_handler_instead_of_adding_one(restore_root_log
 
     assert first.getvalue() == ""
     assert len(second.getvalue().splitlines()) == 1
+
+
+@pytest.mark.parametrize("name", logs.QUIET_LOGGERS)
+def test_libraries_that_log_credentials_stay_at_info_under_debug(name: str, lines: Lines) -> None:
+    """botocore logs an assumed role's keys and every request body at debug level."""
+    logging.getLogger(f"{name}.endpoint").debug("Response body: b'<SecretAccessKey>x'")
+    logging.getLogger(f"{name}.endpoint").info("retrying")
+    logging.getLogger("provider.test").debug("our own debug line")
+
+    assert [line["message"] for line in lines()] == ["retrying", "our own debug line"]
