@@ -786,11 +786,14 @@ def _load(path: str, data: bytes, max_nodes: int) -> Any:
     """One YAML document of plain data: no alias of any kind, at most ``max_nodes`` nodes.
 
     A streaming pass over the parser's events comes first, in constant memory, so
-    neither an alias bomb nor a file of millions of tiny nodes is ever built.
+    neither an alias bomb nor a file of millions of tiny nodes is ever built. It
+    is needed only when the file could hold either: an alias needs an anchor
+    (``&``), and a node takes at least one byte.
     """
     try:
         nodes = 0
-        for event in yaml.parse(data, Loader=yaml.CSafeLoader):
+        suspect = b"&" in data or len(data) > max_nodes
+        for event in yaml.parse(data, Loader=yaml.CSafeLoader) if suspect else ():
             if isinstance(event, yaml.AliasEvent):
                 raise ArchiveError(f"{path} repeats a value (a YAML alias)")
             if isinstance(event, _NODE_EVENTS):
