@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 from dataclasses import dataclass
+from typing import Any
 
 import pytest
 import yaml
@@ -44,15 +45,69 @@ BASES = [
                 "Role",
                 "RoleBinding",
                 "Deployment",
+                "NetworkPolicy",
             }
         ),
     ),
     BaseCase(
         "The provider's extra base lets it read Backups for restores.",
         "deploy/provider",
-        frozenset({"DeploymentRuntimeConfig", "ClusterRole", "ClusterRoleBinding"}),
+        frozenset(
+            {"DeploymentRuntimeConfig", "ClusterRole", "ClusterRoleBinding", "NetworkPolicy"}
+        ),
     ),
 ]
+
+
+def built(folder: str) -> list[dict[str, Any]]:
+    result = kubectl("kustomize", str(ROOT / folder))
+    assert result.returncode == 0, result.stderr
+    return [doc for doc in yaml.safe_load_all(result.stdout) if doc]
+
+
+@dataclass(frozen=True)
+class PolicyCase:
+    reason: str
+    folder: str
+    # Where the controller's pod labels are set, as (kind, path to the labels).
+    workload: tuple[str, tuple[str, ...]]
+
+
+POLICIES = [
+    PolicyCase(
+        "The Backup controller's pods may reach only DNS and https, and take only metrics.",
+        "deploy/backup-controller",
+        ("Deployment", ("spec", "template", "metadata", "labels")),
+    ),
+    PolicyCase(
+        "The provider's pods (labelled by its runtime config) are held to the same.",
+        "deploy/provider",
+        (
+            "DeploymentRuntimeConfig",
+            ("spec", "deploymentTemplate", "spec", "template", "metadata", "labels"),
+        ),
+    ),
+]
+
+
+@pytest.mark.parametrize("case", POLICIES, ids=lambda case: case.reason)
+def test_a_network_policy_holds_the_controllers_egress_to_dns_and_https(case: PolicyCase) -> None:
+    docs = built(case.folder)
+    (policy,) = [d for d in docs if d["kind"] == "NetworkPolicy"]
+    kind, path = case.workload
+    (workload,) = [d for d in docs if d["kind"] == kind]
+    labels = workload
+    for key in path:
+        labels = labels[key]
+    spec = policy["spec"]
+    selected = spec["podSelector"]["matchLabels"]
+    assert selected.items() <= labels.items(), "the policy selects the controller's pods"
+    assert set(spec["policyTypes"]) == {"Ingress", "Egress"}
+    egress = {(p["protocol"], p["port"]) for rule in spec["egress"] for p in rule["ports"]}
+    assert egress == {("UDP", 53), ("TCP", 53), ("TCP", 443), ("TCP", 6443)}
+    assert all("to" not in rule or rule["to"] for rule in spec["egress"])
+    ingress = {(p["protocol"], p["port"]) for rule in spec["ingress"] for p in rule["ports"]}
+    assert ingress == {("TCP", 8080)}
 
 
 @pytest.mark.parametrize("case", BASES, ids=lambda case: case.reason)

@@ -10,6 +10,8 @@ import pytest
 import yaml
 from kubernetes import client, config
 
+from provider.managed import meta
+from provider.spaces.backend import OWNER_NAME, OWNER_NAMESPACE
 from sandbox.spaces import condition, wait_for
 from tests.provider.conftest import SPACE_GROUP, Env
 
@@ -67,8 +69,18 @@ def control_planes(env: Env, external_name: str) -> list[dict[str, Any]]:
     ]
 
 
-def existing_control_plane(env: Env, name: str, class_: str | None = None) -> None:
-    """A ControlPlane made in the Space before any Instance names it (Crossplane 1.20.1)."""
+def default_external_name(namespace: str, name: str = "myctp") -> str:
+    """The name the provider gives an Instance's ControlPlane (pinned in test_reconciler)."""
+    return meta.default_external_name({"metadata": {"namespace": namespace, "name": name}})
+
+
+def existing_control_plane(
+    env: Env, name: str, owner_namespace: str, class_: str | None = None
+) -> None:
+    """A ControlPlane made in the Space before any Instance names it (Crossplane 1.20.1).
+
+    An operator adopts it for ``<owner_namespace>/myctp`` by annotating it with its owner.
+    """
     spec: dict[str, Any] = {
         "crossplane": {"version": "1.20.1", "autoUpgrade": {"channel": "Stable"}}
     }
@@ -79,7 +91,14 @@ def existing_control_plane(env: Env, name: str, class_: str | None = None) -> No
         {
             "apiVersion": "spaces.upbound.io/v1beta1",
             "kind": "ControlPlane",
-            "metadata": {"name": name, "namespace": SPACE_GROUP},
+            "metadata": {
+                "name": name,
+                "namespace": SPACE_GROUP,
+                "annotations": {
+                    OWNER_NAMESPACE: name.removesuffix("-imported"),
+                    OWNER_NAME: "myctp",
+                },
+            },
             "spec": spec,
         },
         "spaces.upbound.io",
@@ -110,7 +129,7 @@ def test_an_instance_becomes_one_ready_control_plane_with_a_working_kubeconfig(e
     env.local.create("instances", instance(namespace))
     found = wait_for("the Instance Ready and Synced", lambda: ready(env, namespace))
 
-    external = f"{namespace}-myctp"
+    external = default_external_name(namespace)
     assert found["metadata"]["annotations"]["crossplane.io/external-name"] == external
     assert "finalizer.managedresource.crossplane.io" in found["metadata"]["finalizers"]
     assert condition(found, "Ready")["reason"] == "Available"
@@ -158,20 +177,23 @@ def test_version_channel_and_class_updates_reach_the_control_plane(env: Env) -> 
     )
 
     def updated() -> dict[str, Any] | None:
-        cp = control_planes(env, f"{namespace}-myctp")[0]
+        cp = control_planes(env, default_external_name(namespace))[0]
         return cp if cp["spec"].get("class") == "large" else None
 
     cp = wait_for("the ControlPlane updated", updated)
     assert cp["spec"]["crossplane"]["version"] == "2.2.0"
     assert cp["spec"]["crossplane"]["autoUpgrade"] == {"channel": "Rapid"}
-    assert len(control_planes(env, f"{namespace}-myctp")) == 1
+    assert len(control_planes(env, default_external_name(namespace))) == 1
 
 
 def test_unset_version_and_class_are_late_initialised_from_the_control_plane(env: Env) -> None:
     namespace = fresh(env)
-    external = f"{namespace}-myctp"
-    existing_control_plane(env, external, class_="small")
-    env.local.create("instances", instance(namespace, version=None))
+    external = f"{namespace}-imported"
+    existing_control_plane(env, external, namespace, class_="small")
+    env.local.create(
+        "instances",
+        instance(namespace, version=None, annotations={"crossplane.io/external-name": external}),
+    )
 
     def late_initialised() -> dict[str, Any] | None:
         found = get(env, namespace)
@@ -189,14 +211,22 @@ def test_observe_only_on_a_missing_control_plane_is_a_reconcile_error(env: Env) 
     found = wait_for("Synced=False", lambda: synced(env, namespace, status="False"))
     assert condition(found, "Synced")["reason"] == "ReconcileError"
     assert "external resource does not exist" in condition(found, "Synced")["message"]
-    assert control_planes(env, f"{namespace}-myctp") == []
+    assert control_planes(env, default_external_name(namespace)) == []
 
 
 def test_observe_only_on_an_existing_control_plane_fills_the_status_only(env: Env) -> None:
     namespace = fresh(env)
-    external = f"{namespace}-myctp"
-    existing_control_plane(env, external)
-    env.local.create("instances", instance(namespace, version="2.1.3", policies=["Observe"]))
+    external = f"{namespace}-imported"
+    existing_control_plane(env, external, namespace)
+    env.local.create(
+        "instances",
+        instance(
+            namespace,
+            version="2.1.3",
+            policies=["Observe"],
+            annotations={"crossplane.io/external-name": external},
+        ),
+    )
     found = wait_for("the Instance Ready", lambda: ready(env, namespace))
     assert found["status"]["atProvider"]["crossplaneVersion"] == "1.20.1"
     cp = control_planes(env, external)[0]
@@ -212,7 +242,7 @@ def test_deleting_without_the_delete_policy_orphans_the_control_plane(env: Env) 
     wait_for("the Instance Ready", lambda: ready(env, namespace))
     env.local.delete("instances", namespace, "myctp")
     wait_for("the Instance gone", lambda: get(env, namespace) is None)
-    assert len(control_planes(env, f"{namespace}-myctp")) == 1
+    assert len(control_planes(env, default_external_name(namespace))) == 1
 
 
 def test_deleting_removes_the_control_plane_and_then_the_finalizer(env: Env) -> None:
@@ -221,7 +251,7 @@ def test_deleting_removes_the_control_plane_and_then_the_finalizer(env: Env) -> 
     wait_for("the Instance Ready", lambda: ready(env, namespace))
     env.local.delete("instances", namespace, "myctp")
     wait_for("the Instance gone", lambda: get(env, namespace) is None)
-    assert control_planes(env, f"{namespace}-myctp") == []
+    assert control_planes(env, default_external_name(namespace)) == []
 
 
 def test_a_paused_instance_is_left_alone(env: Env) -> None:
@@ -229,7 +259,7 @@ def test_a_paused_instance_is_left_alone(env: Env) -> None:
     env.local.create("instances", instance(namespace, annotations={"crossplane.io/paused": "true"}))
     found = wait_for("Synced=False", lambda: synced(env, namespace, status="False"))
     assert condition(found, "Synced")["reason"] == "ReconcilePaused"
-    assert control_planes(env, f"{namespace}-myctp") == []
+    assert control_planes(env, default_external_name(namespace)) == []
     env.local.patch(
         "instances",
         namespace,
@@ -260,7 +290,7 @@ def test_unsupported_management_policies_are_a_reconcile_error(
         return
     found = wait_for("Synced=False", lambda: synced(env, namespace, status="False"))
     assert "spec.managementPolicies" in condition(found, "Synced")["message"], reason
-    assert control_planes(env, f"{namespace}-myctp") == []
+    assert control_planes(env, default_external_name(namespace)) == []
 
 
 def test_the_restore_source_cannot_be_changed_after_creation(env: Env) -> None:
