@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import http.client
 import logging
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from enum import Enum
@@ -64,6 +65,9 @@ _PATH_STYLE: Final = Config(s3={"addressing_style": "path"})
 _DOWNLOAD_CHUNK: Final = 1 * MIB
 # Per-part checksums the server verifies on upload and on completion.
 _CHECKSUM: Final = "CRC32"
+# Waits between abort attempts, after botocore's own retries of each: an upload
+# left behind holds its parts (and their cost) until a lifecycle rule ends it.
+ABORT_RETRY_DELAYS: Final = (1.0, 5.0)
 
 
 class StorageError(Exception):
@@ -137,18 +141,21 @@ class Store:
                 raise StorageError(f"{action} failed: {error}") from error
         return cls(client, spec.bucket)
 
-    def writer(self, key: str, *, part_size: int = 8 * MIB) -> MultipartWriter:
+    def writer(
+        self, key: str, *, part_size: int = 8 * MIB, sleep: Callable[[float], None] = time.sleep
+    ) -> MultipartWriter:
         """A stream that uploads what is written to ``key``, one part at a time.
 
         Args:
             key: The object's key.
             part_size: Bytes per part, between 5 MiB and 5 GiB; about the memory the
                 writer holds. At most 10,000 parts fit in one object.
+            sleep: How the writer waits between abort attempts.
 
         Returns:
             The writer; nothing is sent before the first part fills or it is closed.
         """
-        return MultipartWriter(self._client, self._bucket, key, part_size=part_size)
+        return MultipartWriter(self._client, self._bucket, key, part_size=part_size, sleep=sleep)
 
     def download(self, key: str, sink: SupportsWrite[bytes], *, limit: int | None = None) -> int:
         """Stream the object at ``key`` into ``sink``.
@@ -245,7 +252,15 @@ class MultipartWriter:
     gap can never be completed into an object: ``abort`` is what is left to do.
     """
 
-    def __init__(self, client: Any, bucket: str, key: str, *, part_size: int) -> None:
+    def __init__(
+        self,
+        client: Any,
+        bucket: str,
+        key: str,
+        *,
+        part_size: int,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
         if not MIN_PART_SIZE <= part_size <= MAX_PART_SIZE:
             raise ValueError(
                 f"part_size must be between {MIN_PART_SIZE} and {MAX_PART_SIZE}, not {part_size}"
@@ -260,6 +275,7 @@ class MultipartWriter:
         self._parts: list[dict[str, Any]] = []
         self._total = 0
         self._state = _State.OPEN
+        self._sleep = sleep
 
     def write(self, data: bytes) -> int:
         """Buffer ``data``, uploading each part as it fills.
@@ -318,9 +334,10 @@ class MultipartWriter:
     def abort(self) -> None:
         """Abort the multipart upload, dropping its parts; never raises.
 
-        A no-op once closed or aborted. When the abort request fails it is logged and
-        the next call tries again; a bucket lifecycle rule for incomplete multipart
-        uploads is the backstop for one that is never retried.
+        A no-op once closed or aborted. A failed abort request is tried again after
+        each of ``ABORT_RETRY_DELAYS``; when every attempt fails it is logged and the
+        next call tries again, and a bucket lifecycle rule for incomplete multipart
+        uploads is the backstop.
         """
         if self._state is _State.CLOSED:
             return
@@ -329,25 +346,35 @@ class MultipartWriter:
         if self._upload_id is None:
             return
         action = f"abort the upload to {self._url()}"
-        try:
-            with _translated(action, self._endpoint):
-                try:
-                    self._client.abort_multipart_upload(
-                        Bucket=self._bucket, Key=self._key, UploadId=self._upload_id
-                    )
-                except ClientError as error:
-                    if _error_code(error) != "NoSuchUpload":
-                        raise
-        except StorageError as error:
-            # "object", not "key": the log redaction hides fields named like secrets.
-            log.warning(
-                "multipart upload not aborted",
-                extra={
-                    "fields": {"bucket": self._bucket, "object": self._key, "error": str(error)}
-                },
-            )
+        for delay in (*ABORT_RETRY_DELAYS, None):
+            try:
+                with _translated(action, self._endpoint):
+                    try:
+                        self._client.abort_multipart_upload(
+                            Bucket=self._bucket, Key=self._key, UploadId=self._upload_id
+                        )
+                    except ClientError as error:
+                        if _error_code(error) != "NoSuchUpload":
+                            raise
+            except StorageError as error:
+                # "object", not "key": the log redaction hides fields named like secrets.
+                log.warning(
+                    "multipart upload not aborted",
+                    extra={
+                        "fields": {
+                            "bucket": self._bucket,
+                            "object": self._key,
+                            "error": str(error),
+                            "retry": delay is not None,
+                        }
+                    },
+                )
+                if delay is None:
+                    return
+                self._sleep(delay)
+                continue
+            self._upload_id = None
             return
-        self._upload_id = None
 
     def __enter__(self) -> Self:
         """Return the writer itself."""

@@ -7,6 +7,7 @@ request through IAM's last-used records in moto.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import logging
@@ -22,7 +23,7 @@ from typing import IO, cast
 
 import pytest
 
-from provider.backup.storage import MIB, StorageError, StorageSpec, Store
+from provider.backup.storage import ABORT_RETRY_DELAYS, MIB, StorageError, StorageSpec, Store
 from sandbox.apiserver import free_port
 from sandbox.s3 import Moto, SeaweedFS, use_credentials
 
@@ -319,7 +320,7 @@ def test_a_gateway_stopped_mid_upload_fails_the_writer_and_abort_cleans_up_once_
     bucket: str,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    out = store.writer("interrupted", part_size=PART)
+    out = store.writer("interrupted", part_size=PART, sleep=lambda _: None)
     out.write(bytes(PART + MIB))
     assert seaweed.pending_uploads(bucket) == ["interrupted"]
 
@@ -331,9 +332,11 @@ def test_a_gateway_stopped_mid_upload_fails_the_writer_and_abort_cleans_up_once_
         with caplog.at_level(logging.WARNING, logger="provider.backup.storage"):
             out.abort()
 
-    [warning] = caplog.records
+    *retried, warning = caplog.records
+    assert len(retried) == len(ABORT_RETRY_DELAYS), "each failed attempt is tried again"
     fields: dict[str, str] = warning.fields  # type: ignore[attr-defined]
     assert "cannot reach" in fields["error"]
+    assert fields["retry"] is False  # type: ignore[comparison-overlap]
     assert seaweed.secret_key not in str(fields)
     assert seaweed.pending_uploads(bucket) == ["interrupted"], "kept for another abort"
     assert not store.exists("interrupted")
@@ -344,6 +347,28 @@ def test_a_gateway_stopped_mid_upload_fails_the_writer_and_abort_cleans_up_once_
     out.abort()
     with pytest.raises(ValueError, match="aborted"):
         out.close()
+
+
+def test_a_failed_abort_is_tried_again_and_succeeds_once_the_gateway_is_back(
+    store: Store, seaweed: SeaweedFS, bucket: str
+) -> None:
+    waits: list[float] = []
+    outage = contextlib.ExitStack()
+
+    def wait(seconds: float) -> None:
+        """The wait between attempts: the gateway comes back during the first."""
+        waits.append(seconds)
+        outage.close()
+
+    out = store.writer("retried-abort", part_size=PART, sleep=wait)
+    out.write(bytes(PART + MIB))
+    outage.enter_context(seaweed.gateway_stopped())
+
+    out.abort()
+
+    assert waits == [ABORT_RETRY_DELAYS[0]], "one failed attempt, then one that worked"
+    assert seaweed.pending_uploads(bucket) == []
+    assert not store.exists("retried-abort")
 
 
 def test_an_exception_inside_the_writer_block_aborts_the_upload(
