@@ -227,7 +227,11 @@ class BackupReconciler:
         try:
             with store.writer(key) as sink:
                 writer = ArchiveWriter(sink)
-                await export(source, writer, excluded)
+                try:
+                    await export(source, writer, excluded)
+                except BaseException:
+                    writer.discard()
+                    raise
                 # Returning inside the block: leaving it completes the upload.
                 return writer.finish(
                     instance=target.instance,

@@ -331,6 +331,15 @@ class ArchiveWriter:
             sha256=self._tally.sha256.hexdigest(), size=self._tally.size, objects=objects
         )
 
+    def discard(self) -> None:
+        """Give the archive up: nothing more reaches the sink, not even on garbage collection.
+
+        tarfile's stream writes its last blocks when it is collected; after a failed
+        export the sink is aborted, and must not be written to again.
+        """
+        self._tally.discarded = True
+        self._tar.members.clear()
+
     def _files_section(self) -> Iterator[bytes]:
         if not self._digests:
             yield b"files: {}\n"
@@ -528,6 +537,7 @@ class _Tally(io.BufferedIOBase):
         self._sink = sink
         self.sha256 = hashlib.sha256()
         self.size = 0
+        self.discarded = False
 
     def write(self, buffer: ReadableBuffer, /) -> int:
         """Pass bytes on to the sink.
@@ -539,6 +549,8 @@ class _Tally(io.BufferedIOBase):
             How many bytes were taken: all of them.
         """
         data = bytes(buffer)
+        if self.discarded:
+            return len(data)
         self.sha256.update(data)
         self.size += len(data)
         self._sink.write(data)

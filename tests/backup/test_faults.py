@@ -7,6 +7,7 @@ import gzip
 import hashlib
 import io
 import itertools
+import subprocess
 import tarfile
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -31,6 +32,7 @@ from tests.backup.test_roundtrip import (
     instance_with_kubeconfig,
     operator_allows,
 )
+from tests.deploy.test_kustomize import KUBECTL
 
 _names = itertools.count()
 CONTENT_CANARY = "content-canary-91b2"
@@ -232,3 +234,91 @@ def test_a_bad_archive_is_refused_before_anything_is_applied(
     assert CONTENT_CANARY not in str(refused.value), "no file contents in messages"
     names = {ns.metadata.name for ns in planes.target.core.list_namespace().items}
     assert "must-not-appear" not in names, "nothing is applied from a refused archive"
+
+
+DEEP_CRD: dict[str, Any] = {
+    "apiVersion": "apiextensions.k8s.io/v1",
+    "kind": "CustomResourceDefinition",
+    "metadata": {"name": "deeps.test.crossplane.io"},
+    "spec": {
+        "group": "test.crossplane.io",
+        "scope": "Cluster",
+        "names": {"plural": "deeps", "singular": "deep", "kind": "Deep", "listKind": "DeepList"},
+        "versions": [
+            {
+                "name": "v1",
+                "served": True,
+                "storage": True,
+                "schema": {
+                    "openAPIV3Schema": {
+                        "type": "object",
+                        "x-kubernetes-preserve-unknown-fields": True,
+                    }
+                },
+            }
+        ],
+    },
+}
+
+
+def test_a_backup_that_meets_an_unexpected_error_fails_after_its_attempts(
+    planes: Planes, seaweed: SeaweedFS, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A very deep object (a RecursionError) ends in Failed, not in retries for ever."""
+    from functools import partial
+
+    from tests.provider.harness import wait_for
+
+    seaweed.configure(monkeypatch)
+    ensure_bucket(seaweed, BUCKET)
+    source = planes.source
+    try:
+        source.extensions.create_custom_resource_definition(DEEP_CRD)
+    except Exception as error:  # noqa: BLE001 (made by an earlier run of this module)
+        assert "AlreadyExists" in str(error)
+    wait_for("the CRD", partial(source._established, DEEP_CRD["metadata"]["name"]))
+    # Written as text by kubectl: Python's own JSON encoder stops short of this depth.
+    depth = 3000
+    deep = (
+        '{"apiVersion": "test.crossplane.io/v1", "kind": "Deep", "metadata": {"name": "deep"}, '
+        + '"spec": '
+        + '{"d": ' * depth
+        + "{}"
+        + "}" * depth
+        + "}"
+    )
+    created = subprocess.run(
+        [str(KUBECTL), "--kubeconfig", str(source.server.kubeconfig_path), "apply", "-f", "-"],
+        input=deep,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert created.returncode == 0, created.stderr
+    instance = fresh_name("deep")
+    name = fresh_name("deep-backup")
+    instance_with_kubeconfig(planes.local, planes.source.server, instance)
+    planes.local.create(
+        "backups", backup_object(name, instance, seaweed.endpoint, f"{NAMESPACE}/{instance}/")
+    )
+    try:
+        for _ in range(MAX_ATTEMPTS):
+            asyncio.run(run_backup_allowing_retry(planes, name, seaweed.endpoint))
+    finally:
+        subprocess.run(
+            [
+                str(KUBECTL),
+                "--kubeconfig",
+                str(source.server.kubeconfig_path),
+                "delete",
+                "deeps",
+                "deep",
+            ],
+            capture_output=True,
+            check=False,
+        )
+
+    backup = planes.local.get("backups", NAMESPACE, name)
+    assert backup is not None
+    assert backup["status"]["phase"] == "Failed"
+    assert condition(backup, "Failed")["message"] == "unexpected error (RecursionError)"
