@@ -143,10 +143,15 @@ BOUNDARIES = [
         allowed=("provider.runtime",),
     ),
     Boundary(
-        reason="provider kube builds only on the managed layer",
+        reason="provider kube builds only on the managed layer and the kubeconfig allow-list",
         files=("provider/kube.py",),
         forbidden=("provider",),
-        allowed=("provider.managed",),
+        allowed=("provider.managed", "provider.kubeconfig"),
+    ),
+    Boundary(
+        reason="the tenancy rules (kubeconfig allow-list, backup prefixes and endpoints) are pure",
+        files=("provider/kubeconfig.py", "provider/backup/tenancy.py"),
+        forbidden=("provider", "kubernetes", "aiohttp", "boto3", "botocore", "socket", "ssl"),
     ),
     Boundary(
         reason="provider model builds only on kube and the managed layer",

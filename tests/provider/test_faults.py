@@ -25,7 +25,14 @@ from tests.provider.conftest import (
     Env,
     cluster_provider_config,
 )
-from tests.provider.test_instance import control_planes, fresh, instance, ready, synced
+from tests.provider.test_instance import (
+    control_planes,
+    default_external_name,
+    fresh,
+    instance,
+    ready,
+    synced,
+)
 
 # A value that must never surface in a status, an event or a log.
 CANARY = "canary-token-7f3e9a1c"
@@ -40,10 +47,8 @@ def unreachable_kubeconfig() -> str:
             "clusters": [
                 {
                     "name": "gone",
-                    "cluster": {
-                        "server": f"https://127.0.0.1:{port}",
-                        "insecure-skip-tls-verify": True,
-                    },
+                    # No CA: nothing answers on the port, so no TLS is ever checked.
+                    "cluster": {"server": f"https://127.0.0.1:{port}"},
                 }
             ],
             "users": [{"name": "gone", "user": {"token": CANARY}}],
@@ -116,7 +121,7 @@ def test_a_broken_provider_config_is_a_clear_error_and_recovers_once_fixed(
         PROVIDER_NAMESPACE, secret_name, {"kubeconfig": env.space.server.kubeconfig.encode()}
     )
     wait_for("recovery once the secret is fixed", lambda: ready(env, namespace))
-    assert len(control_planes(env, f"{namespace}-myctp")) == 1
+    assert len(control_planes(env, default_external_name(namespace))) == 1
     assert CANARY not in env.provider.log()
 
 
@@ -148,7 +153,7 @@ def test_a_namespaced_provider_config_may_not_read_another_namespaces_secret(env
     )
     found = wait_for("Synced=False", lambda: synced(env, namespace, status="False"))
     assert "must be" in condition(found, "Synced")["message"]
-    assert control_planes(env, f"{namespace}-myctp") == []
+    assert control_planes(env, default_external_name(namespace)) == []
 
 
 def test_failures_back_off_instead_of_hammering(env: Env) -> None:
@@ -179,7 +184,7 @@ def test_a_control_plane_deleted_behind_our_back_is_made_again_once(env: Env) ->
     namespace = fresh(env, "fault")
     env.local.create("instances", instance(namespace))
     wait_for("Ready", lambda: ready(env, namespace))
-    external = f"{namespace}-myctp"
+    external = default_external_name(namespace)
     env.space.delete("controlplanes", SPACE_GROUP, external, "spaces.upbound.io", "v1beta1")
     wait_for("the ControlPlane made again", lambda: len(control_planes(env, external)) == 1)
     wait_for("Ready again", lambda: ready(env, namespace))
@@ -195,8 +200,8 @@ def test_the_provider_survives_an_api_server_restart(env: Env) -> None:
     env.local.create("instances", instance(namespace, "after"))
     wait_for("the new Instance Ready", lambda: ready(env, namespace, "after"), timeout=120)
     assert env.provider.alive()
-    assert len(control_planes(env, f"{namespace}-before")) == 1
-    assert len(control_planes(env, f"{namespace}-after")) == 1
+    assert len(control_planes(env, default_external_name(namespace, "before"))) == 1
+    assert len(control_planes(env, default_external_name(namespace, "after"))) == 1
 
 
 def test_the_provider_killed_at_any_moment_never_makes_two_control_planes(env: Env) -> None:
@@ -207,14 +212,18 @@ def test_the_provider_killed_at_any_moment_never_makes_two_control_planes(env: E
             env.local.create("instances", instance(namespace, f"ctp-{index}"))
         # Kill the provider as soon as the first ControlPlane exists: its
         # creates are in flight, some recorded and some not.
-        wait_for("a ControlPlane", lambda: control_planes(env, f"{namespace}-ctp-0"), timeout=60)
+        wait_for(
+            "a ControlPlane",
+            lambda: control_planes(env, default_external_name(namespace, "ctp-0")),
+            timeout=60,
+        )
         env.provider.kill()
     finally:
         env.simulator.ready.set()
     env.provider.start()
     for index in range(3):
         wait_for(f"ctp-{index} Ready", partial(ready, env, namespace, f"ctp-{index}"))
-        assert len(control_planes(env, f"{namespace}-ctp-{index}")) == 1
+        assert len(control_planes(env, default_external_name(namespace, f"ctp-{index}"))) == 1
 
 
 class _DiesAfterCreate(SpacesConnector):
@@ -258,11 +267,11 @@ def test_a_crash_between_create_and_its_record_never_creates_twice(env: Env) -> 
     annotations = (found or {})["metadata"]["annotations"]
     assert "crossplane.io/external-create-pending" in annotations
     assert "crossplane.io/external-create-succeeded" not in annotations
-    assert len(control_planes(env, "team-crash-myctp")) == 1
+    assert len(control_planes(env, default_external_name("team-crash"))) == 1
 
     for _ in range(3):
         asyncio.run(reconcile(SpacesConnector))
-    assert len(control_planes(env, "team-crash-myctp")) == 1
+    assert len(control_planes(env, default_external_name("team-crash"))) == 1
     found = wait_for("Ready", lambda: _ready_after(local, env))
     assert condition(found, "Synced")["reason"] == "ReconcileSuccess"
 

@@ -13,7 +13,13 @@ import pytest
 
 from sandbox.spaces import PROVIDER_CRDS, Kube, ProviderProcess, condition, wait_for
 from tests.provider.conftest import PROVIDER_NAMESPACE, SPACE_SECRET, Env, cluster_provider_config
-from tests.provider.test_instance import control_planes, fresh, instance, ready
+from tests.provider.test_instance import (
+    control_planes,
+    default_external_name,
+    fresh,
+    instance,
+    ready,
+)
 
 
 def http_status(port: int, path: str) -> int:
@@ -154,13 +160,13 @@ def test_only_the_leader_reconciles_and_a_standby_takes_over(
         lambda: http_status(standby.metrics_port, "/readyz") == 200,
     )
     assert not leads(standby)
-    assert len(control_planes(env, "team-elected-first")) == 1
+    assert len(control_planes(env, default_external_name("team-elected", "first"))) == 1
 
     leader.kill()
     local.create("instances", instance("team-elected", "second"))
     wait_for("the standby leads", lambda: leads(standby), timeout=90)
     wait_for("Ready under the new leader", lambda: ready_in(local, "second"), timeout=90)
-    assert len(control_planes(env, "team-elected-second")) == 1
+    assert len(control_planes(env, default_external_name("team-elected", "second"))) == 1
 
 
 def ready_in(local: Kube, name: str) -> bool:
