@@ -65,6 +65,13 @@ def read(seaweed: SeaweedFS, key: str) -> bytes:
     return b"".join(chunks)
 
 
+def set_status(planes: Planes, name: str, status: dict[str, Any]) -> None:
+    """Write a Backup's status as only the controller may (teams cannot write status)."""
+    planes.local.custom.patch_namespaced_custom_object_status(
+        "controlplane.spaces.upbound.io", "v1alpha1", NAMESPACE, "backups", name, {"status": status}
+    )
+
+
 def reconcile_backup(planes: Planes, name: str, endpoint: str) -> None:
     async def run() -> None:
         cluster = await Cluster.from_kubeconfig(yaml.safe_load(planes.local.server.kubeconfig))
@@ -157,14 +164,7 @@ def test_deleting_a_backup_never_deletes_an_archive_that_is_not_its_own(
         body = backup_object(name, "any", seaweed.endpoint, prefix)
         body["metadata"]["finalizers"] = ["controlplane.spaces.upbound.io/archive"]
         planes.local.create("backups", body)
-        planes.local.custom.patch_namespaced_custom_object_status(
-            "controlplane.spaces.upbound.io",
-            "v1alpha1",
-            NAMESPACE,
-            "backups",
-            name,
-            {"status": {"phase": "Completed", "location": {"bucket": BUCKET, "key": key}}},
-        )
+        set_status(planes, name, {"phase": "Completed", "location": {"bucket": BUCKET, "key": key}})
         planes.local.delete("backups", NAMESPACE, name)
 
         reconcile_backup(planes, name, seaweed.endpoint)
@@ -311,14 +311,7 @@ def completed_backup(
         "location": {"bucket": BUCKET, "key": case.key or own_key},
         **case.status,
     }
-    planes.local.custom.patch_namespaced_custom_object_status(
-        "controlplane.spaces.upbound.io",
-        "v1alpha1",
-        NAMESPACE,
-        "backups",
-        name,
-        {"status": status},
-    )
+    set_status(planes, name, status)
     return name
 
 

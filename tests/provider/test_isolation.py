@@ -134,13 +134,16 @@ ADOPTION_CASES = [
 ]
 
 
-def unowned_control_plane(world: World, name: str) -> datetime:
+def unowned_control_plane(
+    world: World, name: str, annotations: dict[str, str] | None = None
+) -> datetime:
+    """A ControlPlane made directly in the Space; owned only if ``annotations`` say so."""
     created = world.space.create(
         "controlplanes",
         {
             "apiVersion": "spaces.upbound.io/v1beta1",
             "kind": "ControlPlane",
-            "metadata": {"name": name, "namespace": SPACE_GROUP},
+            "metadata": {"name": name, "namespace": SPACE_GROUP, "annotations": annotations or {}},
             "spec": {
                 "crossplane": {"autoUpgrade": {"channel": "Stable"}},
                 "writeConnectionSecretToRef": {
@@ -362,27 +365,7 @@ def test_an_observe_only_instance_restores_nothing(world: World) -> None:
     """Observe must not write into the control plane when the policies say Observe only."""
     ns = namespace(world)
     name = f"{ns}-observed"
-    world.space.create(
-        "controlplanes",
-        {
-            "apiVersion": "spaces.upbound.io/v1beta1",
-            "kind": "ControlPlane",
-            "metadata": {
-                "name": name,
-                "namespace": SPACE_GROUP,
-                "annotations": {OWNER_NAMESPACE: ns, OWNER_NAME: "myctp"},
-            },
-            "spec": {
-                "crossplane": {"autoUpgrade": {"channel": "Stable"}},
-                "writeConnectionSecretToRef": {
-                    "name": f"kubeconfig-{name}",
-                    "namespace": SPACE_GROUP,
-                },
-            },
-        },
-        "spaces.upbound.io",
-        "v1beta1",
-    )
+    unowned_control_plane(world, name, {OWNER_NAMESPACE: ns, OWNER_NAME: "myctp"})
     body = instance(ns, policies=["Observe"], annotations={"crossplane.io/external-name": name})
     body["spec"]["forProvider"]["initialRestorationFrom"] = {"backupRef": {"name": "any"}}
     world.local.create("instances", body)
