@@ -373,3 +373,48 @@ def test_an_observe_only_instance_restores_nothing(world: World) -> None:
     found = settled(world, ns)
 
     assert "restore" not in (found["status"].get("atProvider") or {})
+
+
+def test_a_namespaced_provider_config_whose_kubeconfig_reads_a_file_is_refused(
+    world: World,
+) -> None:
+    """A team writes its ProviderConfig's Secret: a tokenFile would send the provider's token."""
+    ns = namespace(world)
+    hostile = yaml.safe_load(world.space.server.kubeconfig)
+    hostile["users"][0]["user"] = {
+        "tokenFile": "/var/run/secrets/kubernetes.io/serviceaccount/token"
+    }
+    world.local.core.create_namespaced_secret(
+        ns,
+        {
+            "metadata": {"name": "space"},
+            "data": {"kubeconfig": base64.b64encode(yaml.safe_dump(hostile).encode()).decode()},
+        },
+    )
+    world.local.create(
+        "providerconfigs",
+        {
+            "apiVersion": "controlplane.spaces.upbound.io/v1alpha1",
+            "kind": "ProviderConfig",
+            "metadata": {"name": "own", "namespace": ns},
+            "spec": {
+                "spaces": {
+                    "namespace": SPACE_GROUP,
+                    "credentials": {
+                        "source": "Secret",
+                        "secretRef": {"name": "space", "key": "kubeconfig"},
+                    },
+                }
+            },
+        },
+    )
+    world.local.create(
+        "instances",
+        instance(ns, provider_config={"kind": "ProviderConfig", "name": "own"}),
+    )
+
+    reconcile(world, ns, "myctp")
+
+    synced = condition(world.local.get("instances", ns, "myctp"), "Synced")
+    assert synced["status"] == "False"
+    assert "kubeconfig: users[].user.tokenFile is not allowed" in synced["message"]
