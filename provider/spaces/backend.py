@@ -256,7 +256,8 @@ class SpacesClient:
         except kube.AlreadyExistsError:
             msg = (
                 f"a ControlPlane named {name} already exists in Space group {self.group}; "
-                "it is not adopted (set crossplane.io/external-name to manage it)"
+                "it is not adopted (an operator adopts it by annotating it with "
+                f"{OWNER_NAMESPACE} and {OWNER_NAME})"
             )
             raise KubeError(msg) from None
         return Creation()
