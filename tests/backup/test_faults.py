@@ -267,7 +267,7 @@ def test_a_backup_that_meets_an_unexpected_error_fails_after_its_attempts(
     """A very deep object (a RecursionError) ends in Failed, not in retries for ever."""
     from functools import partial
 
-    from tests.provider.harness import wait_for
+    from sandbox.spaces import wait_for
 
     seaweed.configure(monkeypatch)
     ensure_bucket(seaweed, BUCKET)

@@ -22,7 +22,8 @@ from provider.backups import BackupReconciler, storage_spec
 from provider.kube import Cluster
 from provider.restore import RestoreError, Restorer
 from provider.schedules import ScheduleReconciler
-from tests.backup.s3 import Moto, SeaweedFS
+from sandbox.s3 import Moto, SeaweedFS
+from sandbox.spaces import condition
 from tests.backup.test_archive_limits import BUCKETS, meta, written
 from tests.backup.test_roundtrip import (
     BUCKET,
@@ -34,7 +35,6 @@ from tests.backup.test_roundtrip import (
     instance_with_kubeconfig,
     operator_allows,
 )
-from tests.provider.harness import condition
 
 _names = itertools.count()
 VICTIM = "team-b"

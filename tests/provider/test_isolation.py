@@ -19,9 +19,9 @@ from provider.kube import Cluster
 from provider.managed.reconciler import Reconciler
 from provider.restore import Restorer
 from provider.spaces.backend import OWNER_NAME, OWNER_NAMESPACE, SpacesConnector
-from tests.kube.apiserver import APIServer, APIServerFactory, Etcd
+from sandbox.apiserver import APIServer, APIServerFactory, Etcd
+from sandbox.spaces import Kube, SpacesSimulator, condition, wait_for
 from tests.provider.conftest import SPACE_GROUP, connect_to_space
-from tests.provider.harness import Kube, SpacesSimulator, condition, wait_for
 from tests.provider.test_instance import instance
 
 _names = itertools.count()

@@ -14,7 +14,7 @@ import yaml
 
 from provider import kubeconfig
 from provider.kube import NAMESPACES, Cluster, KubeError
-from tests.kube.apiserver import APIServer
+from sandbox.apiserver import APIServer
 
 CA = base64.b64encode(b"-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n").decode()
 
