@@ -276,7 +276,7 @@ def test_a_backup_that_meets_an_unexpected_error_fails_after_its_attempts(
         source.extensions.create_custom_resource_definition(DEEP_CRD)
     except Exception as error:  # noqa: BLE001 (made by an earlier run of this module)
         assert "AlreadyExists" in str(error)
-    wait_for("the CRD", partial(source._established, DEEP_CRD["metadata"]["name"]))
+    wait_for("the CRD", partial(source.established, DEEP_CRD["metadata"]["name"]))
     # Written as text by kubectl: Python's own JSON encoder stops short of this depth.
     depth = 3000
     deep = (
