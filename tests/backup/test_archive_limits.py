@@ -288,5 +288,8 @@ def test_parsing_a_large_archive_leaves_the_event_loop_free() -> None:
     free, seen_free = asyncio.run(max_gap(off_the_loop))
 
     assert seen_blocked == seen_free == count
-    assert blocked > 0.3, f"the old shape stopped the loop for only {blocked:.2f}s"
-    assert free < 0.25, f"the loop stopped for {free:.3f}s while parsing"
+    # Relative, not absolute: on a busy machine both gaps grow, but parsing on the
+    # loop stops it for the whole parse while the worker thread lets it beat.
+    assert free * 4 < blocked, (
+        f"the loop stopped for {free:.3f}s while parsing off it, {blocked:.3f}s on it"
+    )

@@ -16,6 +16,7 @@ from .helpers import (
     app_files,
     controlplane,
     create,
+    hosted_name,
     unique,
     wait_ready,
 )
@@ -80,7 +81,7 @@ def team(platform: Platform) -> Team:
         controlplane(namespace, name, repository.url, backup={"schedule": BACKUP_SCHEDULE}),
     )
     composite = wait_ready(platform, XR, namespace, name)
-    return Team(namespace, name, repository, sha, composite)
+    return Team(namespace, name, repository, sha, composite, hosted_name(platform, namespace, name))
 
 
 @pytest.hookimpl(wrapper=True)

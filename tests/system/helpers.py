@@ -34,6 +34,14 @@ def get(kube: Kube, kind: tuple[str, str, str], namespace: str | None, name: str
     return kube.get(plural, namespace, name, group, version)
 
 
+def hosted_name(platform: Platform, namespace: str, name: str) -> str:
+    """The Space ControlPlane of an Instance: its external name, as the provider set it."""
+    instance = get(platform.kube, INSTANCE, namespace, name)
+    assert instance is not None, f"no Instance {namespace}/{name}"
+    external_name: str = instance["metadata"]["annotations"]["crossplane.io/external-name"]
+    return external_name
+
+
 def create(kube: Kube, kind: tuple[str, str, str], obj: dict[str, Any]) -> None:
     """Create an object of `kind`."""
     group, version, plural = kind
@@ -98,11 +106,8 @@ class Team:
     repository: Repository
     first_commit: str
     composite: dict[str, Any]
-
-    @property
-    def hosted(self) -> str:
-        """The Space ControlPlane's name, and the key of its hosted API server."""
-        return f"{self.namespace}-{self.name}"
+    hosted: str
+    """The Space ControlPlane's name, and the key of its hosted API server."""
 
 
 # Every minute: the first Backup completes within a minute or so of Ready.

@@ -22,6 +22,7 @@ from .helpers import (
     Team,
     configmap_value,
     create,
+    hosted_name,
     is_true,
     wait_ready,
 )
@@ -96,5 +97,5 @@ def test_a_controlplane_restored_from_the_backup_comes_up_with_its_objects(
     composite = wait_ready(platform, XR, team.namespace, name, timeout=UP_DEADLINE)
     assert is_true(composite, "InstanceReady")
     # No git source here: what is in the new control plane came from the archive.
-    hosted = f"{team.namespace}-{name}"
+    hosted = hosted_name(platform, team.namespace, name)
     assert configmap_value(platform, hosted, "settings", APP_NAMESPACE) == "first"

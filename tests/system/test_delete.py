@@ -21,6 +21,7 @@ from .helpers import (
     controlplane,
     create,
     get,
+    hosted_name,
     unique,
     wait_ready,
 )
@@ -71,7 +72,7 @@ def test_deleting_a_controlplane_removes_the_team_in_order_and_orphans_what_flux
     platform.kube.namespace(namespace)
     create(platform.kube, XR, controlplane(namespace, name, repository.url))
     wait_ready(platform, XR, namespace, name)
-    hosted = f"{namespace}-{name}"
+    hosted = hosted_name(platform, namespace, name)
     assert configmap_value(platform, hosted, "kept") == "synced"
     # While both ends are composed, Usages protect the Instance from going first.
     assert items(platform, USAGE, namespace), "no Usage was composed"

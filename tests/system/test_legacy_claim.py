@@ -9,7 +9,7 @@ import yaml
 from sandbox.platform import Platform
 from sandbox.spaces import wait_for
 
-from .helpers import CLAIM, INSTANCE, SYNC_DEADLINE, create, unique, wait_ready
+from .helpers import CLAIM, INSTANCE, SYNC_DEADLINE, create, hosted_name, unique, wait_ready
 
 
 def test_a_legacy_claims_connection_secret_receives_the_control_planes_kubeconfig(
@@ -33,7 +33,7 @@ def test_a_legacy_claims_connection_secret_receives_the_control_planes_kubeconfi
     group, version, plural = INSTANCE
     instances = platform.kube.list_of(plural, namespace, group, version)
     assert [i["metadata"]["name"] for i in instances] == [composite_name]
-    hosted = platform.hosted[f"{namespace}-{composite_name}"]
+    hosted = platform.hosted[hosted_name(platform, namespace, composite_name)]
 
     def kubeconfig_server() -> str | None:
         secret = platform.kube.secret(namespace, secret_name)
