@@ -15,6 +15,7 @@ from .helpers import (
     XR,
     create,
     get,
+    hosted_name,
     is_true,
     unique,
     wait_ready,
@@ -87,7 +88,7 @@ def test_a_provider_killed_mid_create_leaves_exactly_one_controlplane_in_the_spa
         for cp in platform.space.list_of(plural, "default", group, version)
         if cp["metadata"]["name"].startswith(namespace)
     ]
-    assert made == [f"{namespace}-ctp"]
+    assert made == [hosted_name(platform, namespace, "ctp")]
 
 
 def test_a_bad_composite_gets_the_functions_fatal_message_in_its_conditions(
