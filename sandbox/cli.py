@@ -19,6 +19,7 @@ from types import FrameType
 
 import click
 
+from sandbox.launcher import ImageLauncher, Launcher, VirtualenvLauncher
 from sandbox.paths import REPO_ROOT
 from sandbox.platform import Platform
 
@@ -51,6 +52,18 @@ spec:
 """
 
 
+def _launcher(from_images: bool) -> Launcher:
+    """Where our programs come from; a clear error if the images cannot run."""
+    if not from_images:
+        return VirtualenvLauncher()
+    launcher = ImageLauncher()
+    try:
+        launcher.check()
+    except (FileNotFoundError, PermissionError) as error:
+        raise click.ClickException(str(error)) from None
+    return launcher
+
+
 @click.group()
 def main() -> None:
     """The whole platform on one machine: real Crossplane core, Flux and our controllers."""
@@ -63,8 +76,17 @@ def main() -> None:
     help="Where processes keep data and logs (default: a new temporary folder).",
 )
 @click.option("--no-build", is_flag=True, help="Do not run tools/build.sh first.")
-def up(workdir: Path | None, no_build: bool) -> None:
+@click.option(
+    "--from-images",
+    is_flag=True,
+    help=(
+        "Run the function, provider and Backup controller from the images `make images` "
+        "built (as uid 65532, chrooted; needs root) instead of the development venv."
+    ),
+)
+def up(workdir: Path | None, no_build: bool, from_images: bool) -> None:
     """Start the platform, print how to reach it, and stop it on Ctrl-C."""
+    launcher = _launcher(from_images)
     if not no_build:
         click.echo("building missing tools (tools/build.sh; cached tools are skipped)...")
         built = subprocess.run([str(REPO_ROOT / "tools" / "build.sh")], check=False)
@@ -83,7 +105,7 @@ def up(workdir: Path | None, no_build: bool) -> None:
     click.echo(f"starting the platform in {workdir} (a minute or two)...")
     started = time.monotonic()
     try:
-        with Platform(workdir) as platform:
+        with Platform(workdir, launcher) as platform:
             repository = platform.git.repository("demo")
             repository.commit(EXAMPLE_FILES, "An example for the sandbox")
             example = workdir / "controlplane.yaml"

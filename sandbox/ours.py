@@ -1,8 +1,9 @@
 """Our own processes in the platform: the function (TLS), the provider, the backup controller.
 
 Each is launched through a `Launcher`, the one place that knows where our
-programs come from (the development virtualenv today, an image's root
-filesystem tomorrow).
+programs come from (the development virtualenv, or the images' root file
+systems). The files they read (certificates, kubeconfig) are given as paths,
+so an image gets them bound in.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from sandbox.apiserver import free_port
-from sandbox.launcher import Launcher
+from sandbox.launcher import Argument, Launcher
 from sandbox.pki import KeyPair
 from sandbox.processes import Process
 
@@ -36,16 +37,9 @@ def _ready(port: int) -> bool:
 
 
 def _process(
-    launcher: Launcher, program: str, args: list[str], workdir: Path, env: dict[str, str]
+    launcher: Launcher, program: str, args: list[Argument], workdir: Path, env: dict[str, str]
 ) -> Process:
-    command = launcher.command(program, *args)
-    return Process(
-        program,
-        command.argv,
-        workdir / f"{program}.log",
-        env={**env, **command.env},
-        cwd=command.cwd,
-    )
+    return launcher.command(program, *args).process(program, workdir / f"{program}.log", env)
 
 
 @dataclass
@@ -79,7 +73,7 @@ class FunctionServer:
         self.process = _process(
             self.launcher,
             "function-controlplane",
-            ["serve", "--tls-certs-dir", str(certs), "--address", self.endpoint],
+            ["serve", "--tls-certs-dir", certs, "--address", self.endpoint],
             self.workdir,
             {},
         )
@@ -111,7 +105,7 @@ class Controller:
             self.program,
             [
                 "--kubeconfig",
-                str(self.kubeconfig),
+                self.kubeconfig,
                 "--metrics-bind-address",
                 f"{_LOOPBACK}:{self.metrics_port}",
                 *self.args,

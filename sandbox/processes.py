@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import IO
 
+from sandbox import rootfs
 from sandbox.apiserver import StartError
 
 POLL_INTERVAL = 0.1
@@ -56,15 +57,7 @@ class Process:
                 message holds the tail of its log.
         """
         self._log = self.log_path.open("ab")
-        self._popen = subprocess.Popen(
-            self.argv,
-            cwd=self.cwd,
-            env=self.env,
-            stdin=subprocess.DEVNULL,
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+        self._popen = self._spawn(self._log)
         if ready is None:
             return
         deadline = time.monotonic() + timeout
@@ -76,6 +69,17 @@ class Process:
             # Waiting on the process itself sees an early exit at once.
             with contextlib.suppress(subprocess.TimeoutExpired):
                 self._popen.wait(timeout=min(POLL_INTERVAL, remaining))
+
+    def _spawn(self, log: IO[bytes]) -> subprocess.Popen[bytes]:
+        return subprocess.Popen(
+            self.argv,
+            cwd=self.cwd,
+            env=self.env,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
 
     def running(self) -> bool:
         """Whether it was started and has not exited."""
@@ -95,17 +99,21 @@ class Process:
     def kill(self) -> None:
         """SIGKILL: it gets no chance to finish anything."""
         if self.running() and self._popen is not None:
-            self._popen.send_signal(signal.SIGKILL)
+            self._send(self._popen, signal.SIGKILL)
             self._popen.wait()
         self._close_log()
+
+    def _send(self, popen: subprocess.Popen[bytes], signum: int) -> None:
+        popen.send_signal(signum)
 
     def stop(self, *, grace: float = STOP_GRACE) -> None:
         """SIGTERM, then SIGKILL if it is still there after `grace` seconds."""
         if self._popen is not None and self._popen.poll() is None:
-            self._popen.terminate()
+            self._send(self._popen, signal.SIGTERM)
             try:
                 self._popen.wait(timeout=grace)
             except subprocess.TimeoutExpired:
+                # For an image's process, unshare --kill-child takes it along.
                 self._popen.kill()
                 self._popen.wait()
         self._close_log()
@@ -121,3 +129,47 @@ class Process:
         if self._log is not None:
             self._log.close()
             self._log = None
+
+
+class ImageProcess(Process):
+    """A process run from an image's unpacked root filesystem (`sandbox.rootfs`).
+
+    It gets the image's environment with `env` only, never the host's, and
+    `binds` mounted. Signals go to the program itself (its pid namespace's
+    first process), so a SIGKILL kills the real process, as in a pod.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        image: rootfs.Image,
+        argv: Sequence[str],
+        log_path: Path,
+        *,
+        env: Mapping[str, str] | None = None,
+        binds: Sequence[rootfs.Bind] = (),
+    ) -> None:
+        super().__init__(name, argv, log_path)
+        self.image = image
+        self.env = dict(env or {})
+        self.binds = tuple(binds)
+
+    @property
+    def pid(self) -> int | None:
+        """The program's process id on the host (not unshare's) while it runs."""
+        return rootfs.first_process(self._popen) if self._popen is not None else None
+
+    def _spawn(self, log: IO[bytes]) -> subprocess.Popen[bytes]:
+        return rootfs.popen(
+            self.image,
+            command=self.argv,
+            env=self.env,
+            binds=self.binds,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+    def _send(self, popen: subprocess.Popen[bytes], signum: int) -> None:
+        rootfs.signal_process(popen, signum)

@@ -143,8 +143,7 @@ def built_epoch() -> int:
     return int(datetime.fromisoformat(created).timestamp())
 
 
-@pytest.fixture(scope="session", autouse=True)
-def images_are_current() -> None:
+def fail_if_stale() -> None:
     """Fail, rather than test old images, when the tree changed since `make images`."""
     fingerprint = IMAGES_DIR / "fingerprint"
     if not fingerprint.is_file():
@@ -158,3 +157,9 @@ def images_are_current() -> None:
     ).stdout.strip()
     if current != fingerprint.read_text().strip():
         pytest.fail(f"the images in {IMAGES_DIR} are older than the tree: run `make images`")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def images_are_current() -> None:
+    """Every image test runs the tree's own images."""
+    fail_if_stale()

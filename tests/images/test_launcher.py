@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 
 from sandbox import rootfs
+from sandbox.processes import ImageProcess
 from tests.images.conftest import owned_by, python_in
 
 
@@ -65,3 +66,39 @@ def test_the_image_user_cannot_read_a_root_only_file_it_is_given(
     result = python_in(function_image, "open('/tmp/s')", binds=[rootfs.Bind(secret, "/tmp/s")])
     assert result.returncode != 0
     assert "PermissionError" in result.stderr, "uid 65532 holds no capability to bypass modes"
+
+
+# Says when SIGTERM reached it.
+GRACEFUL = (
+    "import signal, sys, time\n"
+    "def done(*_):\n    print('terminated', flush=True)\n    sys.exit(0)\n"
+    "signal.signal(signal.SIGTERM, done)\n"
+    "print('up', flush=True)\n"
+    "time.sleep(600)\n"
+)
+
+
+def image_process(image: rootfs.Image, log: Path) -> ImageProcess:
+    process = ImageProcess("graceful", image, ["/venv/bin/python", "-c", GRACEFUL], log)
+    process.start(lambda: "up" in log.read_text())
+    return process
+
+
+def test_an_image_process_stopped_gets_sigterm_itself_and_exits_cleanly(
+    function_image: rootfs.Image, tmp_path: Path
+) -> None:
+    process = image_process(function_image, tmp_path / "graceful.log")
+    process.stop()
+    assert process.log_tail().splitlines() == ["up", "terminated"]
+
+
+def test_an_image_process_killed_dies_at_once_with_no_chance_to_finish(
+    function_image: rootfs.Image, tmp_path: Path
+) -> None:
+    process = image_process(function_image, tmp_path / "graceful.log")
+    program = process.pid
+    assert program is not None
+    assert Path(f"/proc/{program}/cmdline").read_bytes().startswith(b"/venv/bin/python")
+    process.kill()
+    assert not Path(f"/proc/{program}").exists(), "the program itself is gone"
+    assert "terminated" not in process.log_tail(), "it ran no SIGTERM handler"

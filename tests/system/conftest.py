@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Generator, Iterator
 
 import pytest
 
+from sandbox.launcher import ImageLauncher, Launcher, VirtualenvLauncher
 from sandbox.paths import TOOLS_BIN
 from sandbox.platform import Platform
+from tests.images.conftest import IMAGES_DIR, fail_if_stale
 
 from .helpers import (
     BACKUP_SCHEDULE,
@@ -34,6 +37,9 @@ REQUIRED_TOOLS = (
     "kustomize-controller",
 )
 
+# `venv` runs our programs from the development venv instead of the built images.
+LAUNCHER_VARIABLE = "SYSTEM_TESTS_FROM"
+
 _PLATFORM: list[Platform] = []
 
 
@@ -51,11 +57,27 @@ def skip_unless_built() -> None:
         pytest.skip(f"not built: {', '.join(missing)}: run tools/build.sh")
 
 
+def launcher() -> Launcher:
+    """What ships: the images `make images` built, unless SYSTEM_TESTS_FROM=venv.
+
+    Skips when the images are not built, fails when they are older than the tree.
+    """
+    if os.environ.get(LAUNCHER_VARIABLE) == "venv":
+        return VirtualenvLauncher()
+    images = ImageLauncher(IMAGES_DIR)
+    try:
+        images.check()
+    except (FileNotFoundError, PermissionError) as error:
+        pytest.skip(f"{error} (or {LAUNCHER_VARIABLE}=venv to run the development venv's)")
+    fail_if_stale()
+    return images
+
+
 @pytest.fixture(scope="session")
 def platform(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Platform]:
-    """The whole platform, started once for the session."""
+    """The whole platform, started once for the session, running our images."""
     skip_unless_built()
-    platform = Platform(tmp_path_factory.mktemp("platform"))
+    platform = Platform(tmp_path_factory.mktemp("platform"), launcher())
     # Registered before it starts, so a failed start reports every log too.
     _PLATFORM.append(platform)
     try:
