@@ -5,7 +5,8 @@ One etcd holds every cluster, each a kube-apiserver under its own prefix:
 - the management cluster: Crossplane core (package runtime External, played
   by `PackageRuntime`), kube-controller-manager (garbage collector, namespace
   controller), Flux's source- and kustomize-controller, our function (mTLS),
-  provider and backup controller; our packages are built with `crossplane
+  provider and backup controller (from the venv or, run as they ship, from
+  the built images: the `launcher`); our packages are built with `crossplane
   xpkg build`, pushed to a loopback registry and installed under their
   production names through an ImageConfig; then the XRDs and compositions,
   as the README tells a platform team;

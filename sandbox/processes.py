@@ -2,7 +2,9 @@
 
 Every process runs in a session of its own (a Ctrl-C reaches the sandbox,
 which then stops its children in order) with its output in one log file, and
-is stopped with SIGTERM, then SIGKILL after a grace period.
+is stopped with SIGTERM, then SIGKILL after a grace period. An
+`ImageProcess` runs from an image's root filesystem (`sandbox.rootfs`): its
+signals go to the program, not to the `unshare` that started it.
 """
 
 from __future__ import annotations
