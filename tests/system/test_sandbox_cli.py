@@ -7,8 +7,12 @@ import signal
 import subprocess
 import sys
 import threading
+from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
+
+from sandbox import rootfs
 from sandbox.spaces import wait_for
 
 from .conftest import skip_unless_built
@@ -32,14 +36,58 @@ def processes_mentioning(text: str) -> list[str]:
     return found
 
 
+def descendants(pid: int) -> list[int]:
+    """Every process started by `pid`, its children's children included."""
+    try:
+        children = [
+            int(child)
+            for task in Path(f"/proc/{pid}/task").iterdir()
+            for child in (task / "children").read_text().split()
+        ]
+    except OSError:
+        return []
+    return [*children, *(grandchild for child in children for grandchild in descendants(child))]
+
+
+def rooted_in(folder: Path, pids: list[int]) -> list[int]:
+    """Those of `pids` whose root filesystem (chroot) lies under `folder`."""
+    found = []
+    for pid in pids:
+        try:
+            root = Path(f"/proc/{pid}/root").readlink()
+        except OSError:
+            continue
+        if root.is_relative_to(folder):
+            found.append(pid)
+    return found
+
+
+@dataclass
+class UpCase:
+    reason: str
+    flags: list[str]
+    image_processes: int
+
+
+CASES = [
+    UpCase("our programs from the development venv", [], 0),
+    UpCase(
+        "the function, provider and Backup controller from the built images",
+        ["--from-images"],
+        3,
+    ),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda case: case.reason)
 def test_the_sandbox_comes_up_prints_its_kubeconfig_and_stops_everything_on_sigterm(
-    tmp_path: Path,
+    tmp_path: Path, case: UpCase
 ) -> None:
     skip_unless_built()
     workdir = tmp_path / "sandbox"
     script = Path(sys.executable).with_name("controlplane-sandbox")
     process = subprocess.Popen(
-        [str(script), "up", "--no-build", "--workdir", str(workdir)],
+        [str(script), "up", "--no-build", "--workdir", str(workdir), *case.flags],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -63,9 +111,12 @@ def test_the_sandbox_comes_up_prints_its_kubeconfig_and_stops_everything_on_sigt
         assert f"export KUBECONFIG={kubeconfig}" in "".join(output)
         assert kubeconfig.is_file()
         assert processes_mentioning(str(workdir)), "no process of the sandbox runs"
+        from_images = rooted_in(rootfs.IMAGES_DIR, descendants(process.pid))
+        assert len(from_images) == case.image_processes
     finally:
         process.send_signal(signal.SIGTERM)
         code = process.wait(timeout=STOP_DEADLINE)
     reader.join(timeout=10)
     assert code == 0, "".join(output)
     assert processes_mentioning(str(workdir)) == []
+    assert [pid for pid in from_images if Path(f"/proc/{pid}").exists()] == []
