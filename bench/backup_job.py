@@ -17,10 +17,10 @@ from pathlib import Path
 
 import yaml
 
+from provider.backup.backups import BACKUPS, BackupReconciler
+from provider.backup.restore import Restorer
 from provider.backup.tenancy import EndpointPolicy
-from provider.backups import BACKUPS, BackupReconciler
 from provider.kube import Cluster
-from provider.restore import Restorer
 
 
 def _allowed() -> EndpointPolicy:

@@ -11,6 +11,9 @@ Layers, from the inside out; each imports only those before it
 - ``spaces``: the Spaces backend behind the external-client interface;
   ``instances`` and ``configs``: the Kubernetes side of Instances and of
   provider configs.
+- ``backup``: everything about backups (archive, storage, export, restore,
+  schedules, the Backup and BackupSchedule reconcilers); the Spaces backend
+  uses its restore.
 - ``controller`` wires a watch, the queue and a reconciler; ``cli`` is
-  ``controlplane-provider``.
+  ``controlplane-provider`` and ``controlplane-backup-controller``.
 """

@@ -27,8 +27,10 @@ from typing import Any
 
 import click
 
+from provider.backup.backups import BACKUP_SCHEDULES, BACKUPS, BackupReconciler
+from provider.backup.restore import Restorer
+from provider.backup.schedules import ScheduleReconciler, schedule_of_backup
 from provider.backup.tenancy import EndpointPolicy, TenancyError
-from provider.backups import BACKUP_SCHEDULES, BACKUPS, BackupReconciler
 from provider.configs import ConfigReconciler, config_of_usage
 from provider.controller import Controller
 from provider.instances import InstanceAPI
@@ -41,10 +43,8 @@ from provider.model import (
     PROVIDER_CONFIG_USAGES,
     PROVIDER_CONFIGS,
 )
-from provider.restore import Restorer
 from provider.runtime import logs, metrics
 from provider.runtime.durations import format_go_duration, parse_go_duration
-from provider.schedules import ScheduleReconciler, schedule_of_backup
 from provider.spaces.backend import SpacesConnector
 
 log = logging.getLogger("provider")

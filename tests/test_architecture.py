@@ -154,6 +154,18 @@ BOUNDARIES = [
         forbidden=("provider", "kubernetes", "aiohttp", "boto3", "botocore", "socket", "ssl"),
     ),
     Boundary(
+        reason="the backup archive layout and schedules are pure: no I/O, no controller",
+        files=("provider/backup/archive.py", "provider/backup/cron.py", "provider/backup/plan.py"),
+        forbidden=("provider", "kubernetes", "aiohttp", "boto3", "botocore", "socket", "ssl"),
+        allowed=("provider.backup.archive", "provider.backup.cron", "provider.backup.plan"),
+    ),
+    Boundary(
+        reason="everything about backups lives in provider/backup",
+        files=("provider/*.py", "provider/managed/**/*.py", "provider/runtime/**/*.py"),
+        forbidden=("provider.backup",),
+        exempt=("provider/cli.py",),
+    ),
+    Boundary(
         reason="provider model builds only on kube and the managed layer",
         files=("provider/model.py",),
         forbidden=("provider",),
@@ -194,7 +206,7 @@ BOUNDARIES = [
     Boundary(
         reason="the AWS stand-in knows nothing of the function or the backup writer",
         files=AWS_STANDIN,
-        forbidden=("function", "provider.backup", "provider.backups", "provider.restore"),
+        forbidden=("function", "provider.backup"),
     ),
 ]
 

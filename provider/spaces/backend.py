@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 from provider import kube
+from provider.backup.restore import RestoreError, Restorer
 from provider.kube import Cluster, KubeError
 from provider.managed import conditions, meta
 from provider.managed.external import Creation, ManagedObject, Observation, Update
@@ -28,7 +29,6 @@ from provider.model import (
     ProviderConfigSpec,
     parse,
 )
-from provider.restore import RestoreError, Restorer
 
 _CONNECTION_SECRET_PREFIX = "kubeconfig-"  # noqa: S105 (a name prefix)
 # Which Instance a ControlPlane is for: written when the provider creates it,

@@ -16,8 +16,8 @@ import pytest
 
 from provider.backup import archive
 from provider.backup.archive import ArchiveError, ArchiveWriter, Limits, ResourceType, verify
-from provider.export import restorable
-from provider.restore import parsed_batches
+from provider.backup.export import restorable
+from provider.backup.restore import parsed_batches
 from tests.backup.test_archive import (
     CONFIGMAPS,
     METADATA_PATH,

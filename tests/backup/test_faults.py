@@ -17,10 +17,10 @@ import pytest
 import yaml
 
 from provider.backup import archive
+from provider.backup.backups import MAX_ATTEMPTS
+from provider.backup.restore import RestoreError, Restorer
 from provider.backup.storage import StorageSpec, Store
-from provider.backups import MAX_ATTEMPTS
 from provider.kube import Cluster
-from provider.restore import RestoreError, Restorer
 from sandbox.s3 import SeaweedFS, use_credentials
 from sandbox.spaces import condition
 from tests.backup.test_roundtrip import (
@@ -68,7 +68,7 @@ def test_an_unreachable_s3_fails_the_backup_after_retries_and_leaves_no_object(
 
 
 async def run_backup_allowing_retry(planes: Planes, name: str, endpoint: str) -> None:
-    from provider.backups import BackupReconciler
+    from provider.backup.backups import BackupReconciler
 
     cluster = await Cluster.from_kubeconfig(yaml.safe_load(planes.local.server.kubeconfig))
     try:

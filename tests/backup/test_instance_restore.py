@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 import yaml
 
+from provider.backup.restore import Restorer
 from provider.instances import InstanceAPI
 from provider.kube import Cluster
 from provider.managed.reconciler import Reconciler
-from provider.restore import Restorer
 from provider.spaces.backend import SpacesConnector
 from sandbox.apiserver import APIServerFactory, Etcd
 from sandbox.s3 import SeaweedFS

@@ -17,11 +17,11 @@ import pytest
 import yaml
 
 from provider.backup.archive import ResourceType
+from provider.backup.backups import BackupReconciler, storage_spec
+from provider.backup.restore import RestoreError, Restorer
+from provider.backup.schedules import ScheduleReconciler
 from provider.backup.storage import StorageSpec, Store
-from provider.backups import BackupReconciler, storage_spec
 from provider.kube import Cluster
-from provider.restore import RestoreError, Restorer
-from provider.schedules import ScheduleReconciler
 from sandbox.s3 import Moto, SeaweedFS
 from sandbox.spaces import condition
 from tests.backup.test_archive_limits import BUCKETS, meta, written

@@ -14,11 +14,11 @@ import pytest
 import yaml
 
 from provider.backup import archive
+from provider.backup.backups import BackupReconciler
+from provider.backup.restore import RestoreError, Restorer
 from provider.backup.storage import StorageSpec, Store
 from provider.backup.tenancy import EndpointPolicy
-from provider.backups import BackupReconciler
 from provider.kube import Cluster
-from provider.restore import RestoreError, Restorer
 from sandbox.apiserver import APIServer, APIServerFactory, Etcd
 from sandbox.s3 import SeaweedFS
 from sandbox.spaces import PROVIDER_CRDS, Kube, wait_for

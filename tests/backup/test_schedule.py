@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 import yaml
 
+from provider.backup.schedules import SCHEDULE_LABEL, ScheduleReconciler
 from provider.kube import Cluster
-from provider.schedules import SCHEDULE_LABEL, ScheduleReconciler
 from sandbox.apiserver import APIServerFactory, Etcd
 from sandbox.spaces import Kube, condition
 from tests.backup.test_roundtrip import BACKUP_CRDS

@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 import yaml
 
+from provider.backup.restore import Restorer
 from provider.instances import InstanceAPI
 from provider.kube import Cluster
 from provider.managed.reconciler import Reconciler
-from provider.restore import Restorer
 from provider.spaces.backend import OWNER_NAME, OWNER_NAMESPACE, SpacesConnector
 from sandbox.apiserver import APIServer, APIServerFactory, Etcd
 from sandbox.spaces import Kube, SpacesSimulator, condition, wait_for

@@ -22,10 +22,10 @@ from typing import IO, Any
 
 from provider.backup import archive
 from provider.backup.archive import ResourceType
+from provider.backup.backups import BACKUPS, COMPLETED, StoreFactory, check_storage, storage_spec
+from provider.backup.export import api_resource, owned_by_crossplane, restorable
 from provider.backup.storage import StorageError, Store
 from provider.backup.tenancy import EndpointPolicy, TenancyError, check_key
-from provider.backups import BACKUPS, COMPLETED, StoreFactory, check_storage, storage_spec
-from provider.export import api_resource, owned_by_crossplane, restorable
 from provider.kube import CRDS, Cluster, KubeError
 from provider.managed import meta
 

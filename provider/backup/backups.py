@@ -18,10 +18,10 @@ from typing import Any
 
 from provider import kube
 from provider.backup.archive import ArchiveWriter, Summary
+from provider.backup.export import export
 from provider.backup.storage import StorageError, StorageSpec, Store
 from provider.backup.tenancy import EndpointPolicy, TenancyError, check_prefix
 from provider.events import EventRecorder
-from provider.export import export
 from provider.kube import Cluster, KubeError, Resource
 from provider.managed.reconciler import Result
 from provider.model import GROUP, INSTANCES, KUBECONFIG_KEY, VERSION

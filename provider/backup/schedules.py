@@ -12,10 +12,10 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from provider import kube
+from provider.backup.backups import BACKUP_SCHEDULES, BACKUPS, check_storage
 from provider.backup.cron import Cron, CronError
 from provider.backup.plan import BackupRecord, parse_ttl, plan
 from provider.backup.tenancy import EndpointPolicy, TenancyError
-from provider.backups import BACKUP_SCHEDULES, BACKUPS, check_storage
 from provider.events import EventRecorder
 from provider.kube import Cluster
 from provider.managed.reconciler import Result
