@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import tempfile
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from typing import IO, Any
 
@@ -171,6 +171,36 @@ class Restorer:
 
 
 Batch = list[tuple[ResourceType, dict[str, Any]]]
+# Told how many more objects were applied, after each batch.
+Progress = Callable[[int], None]
+
+
+async def apply_archive(
+    target: Cluster,
+    file: IO[bytes],
+    manifest: archive.Manifest,
+    *,
+    crd_timeout: float = CRD_TIMEOUT_SECONDS,
+    limits: archive.Limits | None = None,
+    progress: Progress | None = None,
+) -> Outcome:
+    """Apply an archive that ``archive.verify`` (with ``admit=restorable``) accepted.
+
+    The same apply as a Backup's restore, without a Backup: ``file`` holds the
+    archive ``manifest`` describes, and its objects go into ``target`` in the
+    contract's order.
+
+    Raises:
+        RestoreError: the target or the archive refuses; the message says which.
+    """
+    try:
+        count = await _Apply(
+            target, file, manifest, crd_timeout, limits or archive.Limits(), progress=progress
+        ).run()
+    except archive.ArchiveError as error:
+        msg = f"the archive is refused: {error}"
+        raise RestoreError(msg) from None
+    return Outcome(objects=count)
 
 
 async def parsed_batches(
@@ -212,8 +242,11 @@ class _Apply:
         manifest: archive.Manifest,
         crd_timeout: float,
         limits: archive.Limits,
+        *,
+        progress: Progress | None = None,
     ) -> None:
         self.target = target
+        self.progress = progress
         self.file = file
         self.manifest = manifest
         self.crd_timeout = crd_timeout
@@ -234,6 +267,8 @@ class _Apply:
             async for batch in parsed_batches(self.file, self.manifest, types, limits=self.limits):
                 await asyncio.gather(*(self._apply(rtype, obj) for rtype, obj in batch))
                 count += len(batch)
+                if self.progress is not None:
+                    self.progress(len(batch))
         patch = {"metadata": {"annotations": {meta.PAUSED: None}}}
         for start in range(0, len(self.to_unpause), APPLY_CONCURRENCY):
             await asyncio.gather(
