@@ -29,10 +29,12 @@ from provider.backup.archive import ResourceType
 from provider.backup.export import api_resource, owned_by_crossplane
 from provider.backup.restore import (
     FIELD_MANAGER,
+    ObjectKey,
     Progress,
     RestoreError,
     order,
     parsed_batches,
+    repoint_owners,
 )
 from provider.kube import CRDS, Cluster, KubeError
 from provider.managed import meta
@@ -74,8 +76,8 @@ class DryRun:
         self.limits = limits or archive.Limits()
         self.progress = progress
         self.new_namespaces: set[str] = set()
-        # (apiVersion, kind, namespace, name) of each object in the archive -> its UID.
-        self.uids: dict[tuple[str, str, str, str], str] = {}
+        # Each object of the archive planned so far -> its UID, as the restore rewrites owners.
+        self.uids: dict[ObjectKey, str] = {}
 
     async def changes(self) -> AsyncIterator[Planned]:
         """What the restore would do, object by object, in its order.
@@ -127,7 +129,7 @@ class DryRun:
         metadata = obj.setdefault("metadata", {})
         obj["apiVersion"], obj["kind"] = rtype.api_version, rtype.kind
         namespace, name = str(metadata.get("namespace") or ""), str(metadata["name"])
-        self._rewrite_owners(metadata, namespace)
+        repoint_owners(metadata, self.uids)
         path = archive.member_path(rtype, obj)
         key = (rtype.api_version, rtype.kind, namespace, name)
         if not unchecked and namespace in self.new_namespaces:
@@ -156,22 +158,6 @@ class DryRun:
         return Planned(
             "change", rtype.kind, namespace, name, path, diff=diff.unified(live, proposed, path)
         )
-
-    def _rewrite_owners(self, metadata: dict[str, Any], namespace: str) -> None:
-        """As the restore does: owners restored before keep their reference, others lose it."""
-        owners = []
-        for owner in metadata.get("ownerReferences") or []:
-            api_version, kind = str(owner.get("apiVersion")), str(owner.get("kind"))
-            name = str(owner.get("name"))
-            uid = self.uids.get((api_version, kind, namespace, name)) or self.uids.get(
-                (api_version, kind, "", name)
-            )
-            if uid:
-                owners.append({**owner, "uid": uid})
-        if owners:
-            metadata["ownerReferences"] = owners
-        else:
-            metadata.pop("ownerReferences", None)
 
 
 def _unpause_unless_paused_in_backup(

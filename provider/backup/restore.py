@@ -171,6 +171,32 @@ class Restorer:
 
 
 Batch = list[tuple[ResourceType, dict[str, Any]]]
+# (apiVersion, kind, namespace, name) of an object; an empty namespace when cluster-scoped.
+ObjectKey = tuple[str, str, str, str]
+
+
+def repoint_owners(metadata: dict[str, Any], uids: Mapping[ObjectKey, str]) -> None:
+    """Point owner references at the restored owners' new UIDs; drop those not restored.
+
+    An owner is in its dependent's namespace or cluster-scoped, so garbage
+    collection never takes a restored object for an orphan.
+    """
+    namespace = str(metadata.get("namespace") or "")
+    owners = []
+    for owner in metadata.get("ownerReferences") or []:
+        api_version, kind = str(owner.get("apiVersion")), str(owner.get("kind"))
+        name = str(owner.get("name"))
+        uid = uids.get((api_version, kind, namespace, name)) or uids.get(
+            (api_version, kind, "", name)
+        )
+        if uid:
+            owners.append({**owner, "uid": uid})
+    if owners:
+        metadata["ownerReferences"] = owners
+    else:
+        metadata.pop("ownerReferences", None)
+
+
 # Told how many more objects were applied, after each batch.
 Progress = Callable[[int], None]
 
@@ -252,8 +278,8 @@ class _Apply:
         self.crd_timeout = crd_timeout
         self.limits = limits
         self.established: set[str] = set()
-        # (apiVersion, kind, namespace, name) of each restored object -> its new UID.
-        self.uids: dict[tuple[str, str, str, str], str] = {}
+        # Each restored object -> its new UID.
+        self.uids: dict[ObjectKey, str] = {}
         self.to_unpause: list[tuple[ResourceType, str, str]] = []
 
     async def run(self) -> int:
@@ -307,19 +333,7 @@ class _Apply:
     async def _apply(self, rtype: ResourceType, obj: dict[str, Any]) -> None:
         metadata = obj.setdefault("metadata", {})
         obj["apiVersion"], obj["kind"] = rtype.api_version, rtype.kind
-        owners = []
-        for owner in metadata.get("ownerReferences") or []:
-            api_version, kind = str(owner.get("apiVersion")), str(owner.get("kind"))
-            name = str(owner.get("name"))
-            uid = self.uids.get(
-                (api_version, kind, str(metadata.get("namespace") or ""), name)
-            ) or self.uids.get((api_version, kind, "", name))
-            if uid:
-                owners.append({**owner, "uid": uid})
-        if owners:
-            metadata["ownerReferences"] = owners
-        else:
-            metadata.pop("ownerReferences", None)
+        repoint_owners(metadata, self.uids)
         annotations = metadata.setdefault("annotations", {})
         if _is_managed(rtype):
             if annotations.get(meta.PAUSED) != "true":
