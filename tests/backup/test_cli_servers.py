@@ -13,6 +13,8 @@ import asyncio
 import base64
 import io
 import json
+import os
+import pty
 import re
 import stat
 import subprocess
@@ -26,9 +28,11 @@ import yaml
 from click.testing import CliRunner, Result
 
 from provider.backup import archive, cli
+from provider.backup.export import CORE_TYPES, estimate, kept
 from provider.backup.storage import StorageSpec, Store
+from provider.kube import Cluster
 from sandbox.apiserver import APIServerFactory, Etcd
-from sandbox.s3 import SeaweedFS
+from sandbox.s3 import Moto, SeaweedFS
 from sandbox.spaces import PROVIDER_CRDS, Kube
 from tests.backup.test_roundtrip import (
     BACKUP_CRDS,
@@ -153,6 +157,12 @@ def test_an_export_verifies_describes_and_restores_into_a_second_api_server_equa
     assert restored.exit_code == 0, restored.output
     assert restored.stdout == (
         f"restored {SEEDED_TOTAL} objects into {clusters.target.server.url}\n"
+    )
+    # Standard error is not a terminal here: plain progress lines, the last one final.
+    assert "\r" not in restored.stderr
+    assert re.fullmatch(
+        rf"restore: {SEEDED_TOTAL} objects, \d+ objects/s, done in \d+s",
+        restored.stderr.splitlines()[-1],
     )
     assert_equal_to_source(clusters.source, clusters.target)
     paused = {
@@ -399,3 +409,116 @@ def test_a_control_plane_that_cannot_be_reached_is_one_line_and_no_file(tmp_path
     assert result.stderr.count("\n") == 1
     assert "token-canary-41c9" not in result.output
     assert list(tmp_path.iterdir()) == [path]
+
+
+def test_the_console_script_redraws_one_progress_line_on_a_terminal(
+    clusters: Clusters, tmp_path: Path
+) -> None:
+    main, terminal = pty.openpty()
+    try:
+        process = subprocess.Popen(
+            [
+                str(SCRIPT),
+                "export",
+                "--kubeconfig",
+                kubeconfig(clusters.source),
+                "-o",
+                str(tmp_path / "x.tar.gz"),
+            ],
+            stdout=subprocess.PIPE,
+            stderr=terminal,
+        )
+        os.close(terminal)
+        terminal = -1
+        stdout, _ = process.communicate(timeout=120)
+        shown = read_all(main)
+    finally:
+        os.close(main)
+        if terminal >= 0:
+            os.close(terminal)
+
+    assert process.returncode == 0, shown
+    assert stdout.decode().startswith("wrote ")
+    draws = shown.split("\r\x1b[K")
+    assert draws[0] == "", "every line is drawn in place"
+    assert re.fullmatch(
+        rf"export: {SEEDED_TOTAL} objects, \d+ objects/s, done in \d+s\r?\n", draws[-1]
+    )
+
+
+def read_all(descriptor: int) -> str:
+    """What a pseudo-terminal holds once its other end is closed."""
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(descriptor, 4096)
+        except OSError:  # EIO: the other end is closed and everything was read
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    return b"".join(chunks).decode()
+
+
+def test_the_export_estimate_counts_every_object_of_the_selected_types(
+    clusters: Clusters,
+) -> None:
+    source = clusters.source
+    # What export leaves out of the selected types: system namespaces and their
+    # objects, kube-root-ca.crt, service-account tokens.
+    left_out = 0
+    for rtype, items in (
+        (CORE_TYPES[0], source.core.list_namespace()),
+        (CORE_TYPES[1], source.core.list_config_map_for_all_namespaces()),
+        (CORE_TYPES[2], source.core.list_secret_for_all_namespaces()),
+    ):
+        for item in source.api.sanitize_for_serialization(items)["items"]:
+            left_out += not kept(rtype, item)
+
+    async def count() -> int:
+        cluster = await Cluster.from_kubeconfig(yaml.safe_load(source.server.kubeconfig))
+        try:
+            return await estimate(cluster)
+        finally:
+            await cluster.close()
+
+    assert left_out > 0, "kube-system has objects of its own"
+    assert asyncio.run(count()) == SEEDED_TOTAL + left_out
+
+
+def test_an_export_to_s3_through_a_role_signs_with_the_role_as_a_backup_does(
+    clusters: Clusters, moto_sts: Moto, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    engineer = moto_sts.create_identity("platform-engineer")
+    role_arn = moto_sts.create_role("cli-backup-writer", trusted=engineer)
+    moto_sts.create_bucket("cli-role")
+    moto_sts.configure(monkeypatch, engineer)
+    through_role = [
+        "--endpoint",
+        moto_sts.endpoint,
+        "--region",
+        "us-east-1",
+        "--role-arn",
+        role_arn,
+        "--external-id",
+        "team-a",
+    ]
+
+    exported = invoke(
+        "export",
+        "--kubeconfig",
+        kubeconfig(clusters.source),
+        "--quiet",
+        "--s3",
+        "s3://cli-role/team-a/myctp/",
+        "--name",
+        "by-role",
+        *through_role,
+    )
+
+    assert exported.exit_code == 0, exported.output
+    assert moto_sts.role_last_used("cli-backup-writer") != "", "S3 requests signed by the role"
+    assert moto_sts.key_last_used_by(engineer.access_key) == "sts", "none by the engineer's key"
+    verified = invoke("verify", "s3://cli-role/team-a/myctp/by-role.tar.gz", *through_role)
+    assert verified.exit_code == 0, verified.output
+    assert engineer.secret_key not in exported.output + verified.output
