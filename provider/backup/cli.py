@@ -22,6 +22,7 @@ import contextlib
 import hashlib
 import json
 import os
+import re
 import sys
 import tempfile
 from collections.abc import Callable, Coroutine, Iterator
@@ -44,6 +45,7 @@ COMMAND = "controlplane-backup"
 SESSION_NAME = "controlplane-backup-cli"
 S3_SCHEME = "s3://"
 ARCHIVE_SUFFIX = ".tar.gz"
+ARCHIVE_NAME = re.compile(r"[a-z0-9](?:[-a-z0-9.]{0,251}[a-z0-9])?")
 # The limits the controllers hold an archive to.
 LIMITS = archive.Limits()
 
@@ -299,6 +301,16 @@ def describe(source: S3Location | str, output: str, **flags: Any) -> None:
 # Writing an archive.
 
 
+def _archive_name(value: str, param: click.Parameter, ctx: click.Context) -> str:
+    """A name as a Backup's: lower-case letters, digits, '-' and '.', so one key, no folders."""
+    if value and not ARCHIVE_NAME.fullmatch(value):
+        msg = (
+            f"{value!r} is not a name of lower-case letters, digits, '-' and '.'; e.g. --name=v1-4"
+        )
+        raise click.BadParameter(msg, ctx, param)
+    return value
+
+
 def _key(location: S3Location, name: str) -> str:
     """A key ending in ``.tar.gz`` is the object; anything else is a prefix for ``name``."""
     if location.key.endswith(ARCHIVE_SUFFIX):
@@ -324,6 +336,7 @@ def _key(location: S3Location, name: str) -> str:
 @click.option(
     "--name",
     default="",
+    callback=lambda ctx, param, value: _archive_name(value, param, ctx),
     help="The archive's name under an --s3 prefix (default: export-<UTC yyyymmddhhmmss>).",
 )
 @click.option(

@@ -223,6 +223,11 @@ def usage_cases(kubeconfig: str) -> list[UsageCase]:
             "--name names an archive under an --s3 prefix",
         ),
         UsageCase(
+            "an archive name that would make folders in the bucket names the flag",
+            ["export", "--kubeconfig", kubeconfig, "--s3", "s3://b/p/", "--name", "../x"],
+            "Invalid value for '--name': '../x' is not a name",
+        ),
+        UsageCase(
             "an export needs a kubeconfig",
             ["export", "-o", "x.tar.gz"],
             "Missing option '--kubeconfig'",
