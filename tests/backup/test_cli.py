@@ -290,3 +290,29 @@ def test_an_unreadable_kubeconfig_is_one_line_naming_it_without_its_content(
     assert stderr.startswith(f"Error: cannot load the kubeconfig {kubeconfig}")
     assert CANARY not in stderr
     assert not (tmp_path / "x").exists()
+
+
+@pytest.mark.parametrize("dry_run", [[], ["--dry-run"]], ids=["restore", "dry run"])
+def test_a_restore_refuses_a_corrupt_archive_before_it_reaches_the_control_plane(
+    dry_run: list[str], tmp_path: Path
+) -> None:
+    # Nothing listens on port 1: an attempt to reach the control plane would say so.
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: c\n"
+        "clusters: [{name: c, cluster: {server: 'https://127.0.0.1:1'}}]\n"
+        "users: [{name: u, user: {token: t}}]\n"
+        "contexts: [{name: c, context: {cluster: c, user: u}}]\n"
+    )
+    archive_file = tmp_path / "backup.tar.gz"
+    archive_file.write_bytes(HOSTILE_CASES[0].build())
+
+    code, stdout, stderr = run(
+        "restore", str(archive_file), "--kubeconfig", str(kubeconfig), *dry_run
+    )
+
+    assert code == 1
+    assert stdout == ""
+    assert stderr.startswith(f"Error: {HOSTILE_CASES[0].message}")
+    assert stderr.count("\n") == 1
+    assert "cannot reach" not in stderr
