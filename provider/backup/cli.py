@@ -378,9 +378,9 @@ def export(
     async def run() -> tuple[str, archive.Summary]:
         cluster = await Cluster.from_environment(kubeconfig)
         try:
-            progress = None if quiet else Progress(sys.stderr, "export")
-            if progress is not None:
-                progress.total = await estimate(cluster, excluded)
+            progress = (
+                None if quiet else Progress(sys.stderr, "export", await estimate(cluster, excluded))
+            )
 
             async def write(sink: Any) -> archive.Summary:
                 summary = await write_archive(
