@@ -27,6 +27,7 @@ from urllib.parse import quote
 import aiohttp
 from kubernetes.aio.client import ApiClient, Configuration
 from kubernetes.aio.config import kube_config
+from kubernetes.aio.config.config_exception import ConfigException
 from kubernetes.aio.config.incluster_config import load_incluster_config
 
 from provider import kubeconfig as kubeconfig_model
@@ -167,10 +168,20 @@ class Cluster:
         """
         path = kubeconfig_path or os.environ.get("KUBECONFIG")
         configuration = Configuration()
-        if path:
-            await kube_config.load_kube_config(config_file=path, client_configuration=configuration)
-        else:
-            load_incluster_config(client_configuration=configuration)
+        try:
+            if path:
+                await kube_config.load_kube_config(
+                    config_file=path, client_configuration=configuration
+                )
+            else:
+                load_incluster_config(client_configuration=configuration)
+        except ConfigException as error:
+            # The loader's own messages name files and keys, not their values.
+            msg = f"cannot load the kubeconfig {path or '(in-cluster)'}: {error}"
+            raise KubeError(msg) from None
+        except Exception as error:  # noqa: BLE001 (a YAML error quotes the file: name the type only)
+            msg = f"cannot load the kubeconfig {path or '(in-cluster)'}: {type(error).__name__}"
+            raise KubeError(msg) from None
         return cls(ApiClient(configuration), on_request=on_request)
 
     @property
@@ -345,15 +356,27 @@ class Cluster:
                 return
 
     async def apply(
-        self, resource: Resource, obj: Mapping[str, Any], *, field_manager: str
+        self,
+        resource: Resource,
+        obj: Mapping[str, Any],
+        *,
+        field_manager: str,
+        dry_run: bool = False,
     ) -> JsonObject:
-        """Server-side apply ``obj`` as ``field_manager``, taking over conflicting fields."""
+        """Server-side apply ``obj`` as ``field_manager``, taking over conflicting fields.
+
+        With ``dry_run`` the server admits, defaults and merges the object as it would,
+        and answers with the result, but stores nothing (``dryRun=All``).
+        """
         metadata = obj["metadata"]
+        query = {"fieldManager": field_manager, "force": "true"}
+        if dry_run:
+            query["dryRun"] = "All"
         return await self.request(
             "PATCH",
             resource.path(metadata.get("namespace"), metadata["name"]),
             body=obj,
-            query={"fieldManager": field_manager, "force": "true"},
+            query=query,
             content_type="application/apply-patch+yaml",
             label=resource.plural,
         )

@@ -160,6 +160,22 @@ BOUNDARIES = [
         allowed=("provider.backup.archive", "provider.backup.cron", "provider.backup.plan"),
     ),
     Boundary(
+        reason="the backup command line's diff, inventory and progress are pure: no I/O",
+        files=(
+            "provider/backup/diff.py",
+            "provider/backup/inventory.py",
+            "provider/backup/progress.py",
+        ),
+        forbidden=("provider", "kubernetes", "aiohttp", "boto3", "botocore", "socket", "ssl"),
+        allowed=("provider.backup.archive",),
+    ),
+    Boundary(
+        reason="the controllers never import the backup command line or its dry run",
+        files=EVERYTHING,
+        forbidden=("provider.backup.cli", "provider.backup.dryrun"),
+        exempt=("provider/backup/cli.py",),
+    ),
+    Boundary(
         reason="everything about backups lives in provider/backup",
         files=("provider/*.py", "provider/managed/**/*.py", "provider/runtime/**/*.py"),
         forbidden=("provider.backup",),

@@ -17,8 +17,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from provider import kube
-from provider.backup.archive import ArchiveWriter, Summary
-from provider.backup.export import export
+from provider.backup.archive import Summary
+from provider.backup.export import write_archive
 from provider.backup.storage import StorageError, StorageSpec, Store
 from provider.backup.tenancy import EndpointPolicy, TenancyError, check_prefix
 from provider.events import EventRecorder
@@ -226,17 +226,13 @@ class BackupReconciler:
         source = await Cluster.from_kubeconfig(target.kubeconfig)
         try:
             with store.writer(key) as sink:
-                writer = ArchiveWriter(sink)
-                try:
-                    await export(source, writer, excluded)
-                except BaseException:
-                    writer.discard()
-                    raise
                 # Returning inside the block: leaving it completes the upload.
-                return writer.finish(
+                return await write_archive(
+                    source,
+                    sink,
                     instance=target.instance,
                     exported_at=exported_at,
-                    options={"excludedResources": list(excluded)},
+                    excluded=excluded,
                 )
         finally:
             await source.close()

@@ -8,11 +8,15 @@ configmaps and secrets outside the system namespaces (not
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
 
-from provider.backup.archive import ArchiveWriter, ResourceType
+from provider.backup.archive import ArchiveWriter, ResourceType, Summary
 from provider.kube import CRDS, Cluster, Resource
+
+if TYPE_CHECKING:
+    from _typeshed import SupportsWrite
 
 SYSTEM_NAMESPACES = frozenset({"kube-system", "kube-public", "kube-node-lease"})
 SKIPPED_SECRET_TYPES = frozenset({"kubernetes.io/service-account-token", "helm.sh/release.v1"})
@@ -126,19 +130,81 @@ def api_resource(rtype: ResourceType) -> Resource:
     return Resource(rtype.group, rtype.version, rtype.resource, rtype.kind, rtype.namespaced)
 
 
-async def export(cluster: Cluster, writer: ArchiveWriter, excluded: Iterable[str] = ()) -> int:
-    """Write every selected object of ``cluster`` into ``writer``; the count written."""
+async def _crds(cluster: Cluster) -> list[dict[str, Any]]:
     crds: list[dict[str, Any]] = []
     async for page in cluster.pages(CRDS):
         crds.extend(page)
+    return crds
+
+
+async def export(
+    cluster: Cluster,
+    writer: ArchiveWriter,
+    excluded: Iterable[str] = (),
+    *,
+    progress: Callable[[int], None] | None = None,
+) -> int:
+    """Write every selected object of ``cluster`` into ``writer``; the count written.
+
+    ``progress`` is told how many more objects were written after each page.
+    """
     count = 0
-    for rtype in selected_types(crds, excluded):
+    for rtype in selected_types(await _crds(cluster), excluded):
         async for page in cluster.pages(api_resource(rtype)):
+            written = 0
             for obj in page:
                 if kept(rtype, obj):
                     # A list leaves out each item's apiVersion and kind.
                     obj.setdefault("apiVersion", rtype.api_version)
                     obj.setdefault("kind", rtype.kind)
                     writer.add(rtype, obj)
-                    count += 1
+                    written += 1
+            count += written
+            if progress is not None and written:
+                progress(written)
     return count
+
+
+async def estimate(cluster: Cluster, excluded: Iterable[str] = ()) -> int:
+    """About how many objects ``export`` would write: one request of one item per type.
+
+    The API server tells how many items a paged list has left; objects that
+    ``kept`` leaves out (system namespaces' Secrets and ConfigMaps) are counted.
+    """
+    total = 0
+    for rtype in selected_types(await _crds(cluster), excluded):
+        resource = api_resource(rtype)
+        answer = await cluster.request(
+            "GET", resource.path(), query={"limit": "1"}, label=resource.plural
+        )
+        remaining = (answer.get("metadata") or {}).get("remainingItemCount") or 0
+        total += len(answer.get("items") or []) + int(remaining)
+    return total
+
+
+async def write_archive(
+    cluster: Cluster,
+    sink: SupportsWrite[bytes],
+    *,
+    instance: str,
+    exported_at: datetime,
+    excluded: Iterable[str] = (),
+    progress: Callable[[int], None] | None = None,
+) -> Summary:
+    """Export ``cluster`` into ``sink`` as a whole archive, ``export.yaml`` last.
+
+    On an error nothing more reaches ``sink`` (see ``ArchiveWriter.discard``): the
+    caller aborts the upload or removes the file.
+    """
+    excluded = tuple(excluded)
+    writer = ArchiveWriter(sink)
+    try:
+        await export(cluster, writer, excluded, progress=progress)
+    except BaseException:
+        writer.discard()
+        raise
+    return writer.finish(
+        instance=instance,
+        exported_at=exported_at,
+        options={"excludedResources": list(excluded)},
+    )

@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import tempfile
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from typing import IO, Any
 
@@ -171,6 +171,62 @@ class Restorer:
 
 
 Batch = list[tuple[ResourceType, dict[str, Any]]]
+# (apiVersion, kind, namespace, name) of an object; an empty namespace when cluster-scoped.
+ObjectKey = tuple[str, str, str, str]
+
+
+def repoint_owners(metadata: dict[str, Any], uids: Mapping[ObjectKey, str]) -> None:
+    """Point owner references at the restored owners' new UIDs; drop those not restored.
+
+    An owner is in its dependent's namespace or cluster-scoped, so garbage
+    collection never takes a restored object for an orphan.
+    """
+    namespace = str(metadata.get("namespace") or "")
+    owners = []
+    for owner in metadata.get("ownerReferences") or []:
+        api_version, kind = str(owner.get("apiVersion")), str(owner.get("kind"))
+        name = str(owner.get("name"))
+        uid = uids.get((api_version, kind, namespace, name)) or uids.get(
+            (api_version, kind, "", name)
+        )
+        if uid:
+            owners.append({**owner, "uid": uid})
+    if owners:
+        metadata["ownerReferences"] = owners
+    else:
+        metadata.pop("ownerReferences", None)
+
+
+# Told how many more objects were applied, after each batch.
+Progress = Callable[[int], None]
+
+
+async def apply_archive(
+    target: Cluster,
+    file: IO[bytes],
+    manifest: archive.Manifest,
+    *,
+    crd_timeout: float = CRD_TIMEOUT_SECONDS,
+    limits: archive.Limits | None = None,
+    progress: Progress | None = None,
+) -> Outcome:
+    """Apply an archive that ``archive.verify`` (with ``admit=restorable``) accepted.
+
+    The same apply as a Backup's restore, without a Backup: ``file`` holds the
+    archive ``manifest`` describes, and its objects go into ``target`` in the
+    contract's order.
+
+    Raises:
+        RestoreError: the target or the archive refuses; the message says which.
+    """
+    try:
+        count = await _Apply(
+            target, file, manifest, crd_timeout, limits or archive.Limits(), progress=progress
+        ).run()
+    except archive.ArchiveError as error:
+        msg = f"the archive is refused: {error}"
+        raise RestoreError(msg) from None
+    return Outcome(objects=count)
 
 
 async def parsed_batches(
@@ -212,15 +268,18 @@ class _Apply:
         manifest: archive.Manifest,
         crd_timeout: float,
         limits: archive.Limits,
+        *,
+        progress: Progress | None = None,
     ) -> None:
         self.target = target
+        self.progress = progress
         self.file = file
         self.manifest = manifest
         self.crd_timeout = crd_timeout
         self.limits = limits
         self.established: set[str] = set()
-        # (apiVersion, kind, namespace, name) of each restored object -> its new UID.
-        self.uids: dict[tuple[str, str, str, str], str] = {}
+        # Each restored object -> its new UID.
+        self.uids: dict[ObjectKey, str] = {}
         self.to_unpause: list[tuple[ResourceType, str, str]] = []
 
     async def run(self) -> int:
@@ -234,6 +293,8 @@ class _Apply:
             async for batch in parsed_batches(self.file, self.manifest, types, limits=self.limits):
                 await asyncio.gather(*(self._apply(rtype, obj) for rtype, obj in batch))
                 count += len(batch)
+                if self.progress is not None:
+                    self.progress(len(batch))
         patch = {"metadata": {"annotations": {meta.PAUSED: None}}}
         for start in range(0, len(self.to_unpause), APPLY_CONCURRENCY):
             await asyncio.gather(
@@ -272,19 +333,7 @@ class _Apply:
     async def _apply(self, rtype: ResourceType, obj: dict[str, Any]) -> None:
         metadata = obj.setdefault("metadata", {})
         obj["apiVersion"], obj["kind"] = rtype.api_version, rtype.kind
-        owners = []
-        for owner in metadata.get("ownerReferences") or []:
-            api_version, kind = str(owner.get("apiVersion")), str(owner.get("kind"))
-            name = str(owner.get("name"))
-            uid = self.uids.get(
-                (api_version, kind, str(metadata.get("namespace") or ""), name)
-            ) or self.uids.get((api_version, kind, "", name))
-            if uid:
-                owners.append({**owner, "uid": uid})
-        if owners:
-            metadata["ownerReferences"] = owners
-        else:
-            metadata.pop("ownerReferences", None)
+        repoint_owners(metadata, self.uids)
         annotations = metadata.setdefault("annotations", {})
         if _is_managed(rtype):
             if annotations.get(meta.PAUSED) != "true":
