@@ -16,13 +16,20 @@ not the team role's cannot write under the team's prefix.
 from __future__ import annotations
 
 import contextlib
+import http.server
 import io
 import json
 import logging
 import os
+import re
+import threading
+import urllib.error
+import urllib.parse
+import urllib.request
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -401,3 +408,124 @@ def test_the_writer_gets_into_the_rendered_role_only_as_its_trust_policy_says(
         # The session is the team role's: nothing outside its prefix.
         with pytest.raises(StorageError, match="AccessDenied"), store.writer("team-b/x") as out:
             out.write(b"elsewhere")
+
+
+# --- renewal ------------------------------------------------------------------------
+
+
+@dataclass
+class ShortSessions:
+    """A loopback proxy in front of the bridge that shortens every session it hands out."""
+
+    endpoint: str = ""
+    # The form of each assumption that passed through, in order.
+    assumptions: list[dict[str, list[str]]] = field(default_factory=list)
+
+
+@contextlib.contextmanager
+def short_sessions(upstream: str, lifetime: timedelta) -> Iterator[ShortSessions]:
+    """Sessions that expire after ``lifetime``: within botocore's 10-minute window, so
+    the writer must assume the role again before each use of its credentials."""
+    seen = ShortSessions()
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+    class Forward(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            form = urllib.parse.parse_qs(body.decode())
+            if (form.get("Action") or [""])[0].startswith("AssumeRole"):
+                seen.assumptions.append(form)
+            request = urllib.request.Request(
+                upstream + self.path, data=body, headers=dict(self.headers), method="POST"
+            )
+            try:
+                with opener.open(request, timeout=60) as answer:
+                    status, payload = answer.status, answer.read()
+            except urllib.error.HTTPError as error:
+                status, payload = error.code, error.read()
+            soon = (datetime.now(UTC) + lifetime).strftime("%Y-%m-%dT%H:%M:%SZ")
+            payload = re.sub(
+                rb"<Expiration>[^<]*</Expiration>",
+                f"<Expiration>{soon}</Expiration>".encode(),
+                payload,
+            )
+            self.send_response(status)
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
+
+        def log_message(self, *_: Any) -> None:
+            return
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Forward)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    seen.endpoint = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        yield seen
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+
+
+@dataclass(frozen=True)
+class Renewal:
+    reason: str
+    mode: str
+    # The form field each renewal must carry again, or carry anew.
+    field: str
+
+
+# podIdentity chains with the same code as roleArn, from another identity.
+RENEWALS = [
+    Renewal(
+        "AssumeRole sessions are renewed before they expire, with the namespace as ExternalId",
+        "roleArn",
+        "ExternalId",
+    ),
+    Renewal(
+        "WebIdentity sessions are renewed before they expire, with the token read again",
+        "irsa",
+        "WebIdentityToken",
+    ),
+]
+
+
+@pytest.mark.parametrize("case", RENEWALS, ids=lambda case: case.reason)
+def test_the_writer_renews_the_roles_credentials_before_they_expire(
+    case: Renewal,
+    aws: Aws,
+    seaweed: SeaweedFS,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    bucket = f"renew-{uuid.uuid4().hex[:12]}"
+    seaweed.create_bucket(bucket)
+    pod = PODS[case.mode]
+    controller = f"controller-{uuid.uuid4().hex[:8]}"
+    storage = create_team_role(aws, pod.trust(aws, controller), bucket, lambda _: None)
+    chain = Chain(case.reason, case.mode, storage["assumeRoleWith"])
+    with (
+        contextlib.ExitStack() as stack,
+        short_sessions(aws.sts_endpoint, timedelta(minutes=5)) as sts,
+    ):
+        pod.start(aws, controller, tmp_path, chain, monkeypatch, stack)
+        monkeypatch.setenv("AWS_ENDPOINT_URL_STS", sts.endpoint)
+        store = Store.connect(storage_spec(storage, TEAM))
+        assert len(sts.assumptions) == 1
+        if case.mode == "irsa":
+            # The kubelet rotates the projected token; the next renewal must read it.
+            _start_with_token(aws, controller, tmp_path, chain, monkeypatch, stack)
+
+        key = f"{storage['prefix']}renewed.tar.gz"
+        # One request (a PutObject), signed with credentials renewed for it.
+        with store.writer(key) as out:
+            out.write(b"written with renewed credentials")
+
+    assert len(sts.assumptions) >= 2, "no renewal before the credentials expired"
+    values = [form[case.field][0] for form in sts.assumptions]
+    if case.field == "ExternalId":
+        assert set(values) == {TEAM}
+    else:
+        assert values[0] != values[-1], "the renewal sent the token it started with"
