@@ -18,15 +18,15 @@ exactly as on EKS.
 from __future__ import annotations
 
 import hmac
-import http.server
 import json
 import secrets
-import threading
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from sandbox.awsstandin.sts import LOOPBACK, AccessRefusedError, Bridge
+from sandbox.awsstandin.loopback import LoopbackServer
+from sandbox.awsstandin.sts import AccessRefusedError, Bridge
 
 POD_IDENTITY_SERVICE: Final = "pods.eks.amazonaws.com"
 
@@ -65,15 +65,12 @@ class PodIdentityAgent:
         self.token_file = workdir / "eks-pod-identity-token"
         self.token_file.touch(mode=0o600)
         self.token_file.write_text(self._token)
-        self._server = http.server.ThreadingHTTPServer((LOOPBACK, 0), _handler(self))
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, name="standin-pod-identity", daemon=True
-        )
+        self._server = LoopbackServer(self._answer, "standin-pod-identity")
 
     @property
     def endpoint(self) -> str:
         """The URL the pod's SDK asks for credentials."""
-        return f"http://{LOOPBACK}:{self._server.server_address[1]}/v1/credentials"
+        return f"{self._server.url}/v1/credentials"
 
     def environment(self) -> dict[str, str]:
         """The variables EKS sets in a pod with this association."""
@@ -84,13 +81,17 @@ class PodIdentityAgent:
 
     def start(self) -> None:
         """Listen in a thread of its own."""
-        self._thread.start()
+        self._server.start()
 
     def stop(self) -> None:
         """Stop listening."""
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join()
+        self._server.stop()
+
+    def _answer(
+        self, _: str, __: str, headers: Mapping[str, str], ___: bytes
+    ) -> tuple[int, str, bytes]:
+        status, answer = self.answer(headers.get("Authorization") or "")
+        return status, "application/json", json.dumps(answer).encode()
 
     def answer(self, authorization: str) -> tuple[int, dict[str, str]]:
         """The status and JSON body for a request carrying ``authorization``."""
@@ -112,20 +113,3 @@ class PodIdentityAgent:
             "Token": credentials["SessionToken"],
             "Expiration": credentials["Expiration"],
         }
-
-
-def _handler(agent: PodIdentityAgent) -> type[http.server.BaseHTTPRequestHandler]:
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            status, answer = agent.answer(self.headers.get("Authorization") or "")
-            body = json.dumps(answer).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, format: str, *args: object) -> None:  # noqa: A002
-            """Quiet: answers carry credentials."""
-
-    return Handler

@@ -25,7 +25,6 @@ are read as they are).
 
 from __future__ import annotations
 
-import http.server
 import logging
 import re
 import threading
@@ -37,15 +36,14 @@ import xml.etree.ElementTree as ET
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Final
 
 from sandbox.awsstandin import trust
 from sandbox.awsstandin.cloud import Cloud, CloudError
 from sandbox.awsstandin.identities import Identities, IdentityError
+from sandbox.awsstandin.loopback import LoopbackServer
 
 log = logging.getLogger(__name__)
 
-LOOPBACK: Final = "127.0.0.1"
 _KEY_DEADLINE = 15.0
 _KEY_POLL = 0.1
 _FORWARD_TIMEOUT = 30.0
@@ -322,42 +320,23 @@ class StsServer:
     def __init__(self, bridge: Bridge, port: int = 0) -> None:
         """Serve ``bridge`` on ``port`` of loopback (0: any free one); ``start`` listens."""
         self.bridge = bridge
-        handler = _handler(bridge)
-        self._server = http.server.ThreadingHTTPServer((LOOPBACK, port), handler)
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, name="standin-sts", daemon=True
-        )
+        self._server = LoopbackServer(self._answer, "standin-sts", port)
 
     @property
     def endpoint(self) -> str:
         """The URL to give as AWS_ENDPOINT_URL_STS."""
-        return f"http://{LOOPBACK}:{self._server.server_address[1]}"
+        return self._server.url
 
     def start(self) -> None:
         """Listen in a thread of its own."""
-        self._thread.start()
+        self._server.start()
 
     def stop(self) -> None:
         """Stop listening."""
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join()
+        self._server.stop()
 
-
-def _handler(bridge: Bridge) -> type[http.server.BaseHTTPRequestHandler]:
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            length = int(self.headers.get("Content-Length") or 0)
-            status, body = bridge.handle(
-                self.path, dict(self.headers.items()), self.rfile.read(length)
-            )
-            self.send_response(status)
-            self.send_header("Content-Type", "text/xml")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, format: str, *args: object) -> None:  # noqa: A002
-            """Quiet: requests carry signed credentials in their headers."""
-
-    return Handler
+    def _answer(
+        self, _: str, path: str, headers: Mapping[str, str], body: bytes
+    ) -> tuple[int, str, bytes]:
+        status, payload = self.bridge.handle(path, dict(headers), body)
+        return status, "text/xml", payload

@@ -16,19 +16,15 @@ not the team role's cannot write under the team's prefix.
 from __future__ import annotations
 
 import contextlib
-import http.server
 import io
 import json
 import logging
 import os
 import re
-import threading
-import urllib.error
 import urllib.parse
-import urllib.request
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -44,6 +40,7 @@ from sandbox.awsstandin.podidentity import Association, PodIdentityAgent
 from sandbox.awsstandin.sts import Bridge, StsServer
 from sandbox.s3 import Moto, SeaweedFS, credentials_environment
 from tests import builders as b
+from tests.servers import Proxy, proxy
 from tests.tokens import service_account_token, write_token
 
 ACCOUNT = "123456789012"
@@ -150,9 +147,22 @@ def create_team_role(
 # --- the pod's own identity, per mode ---------------------------------------------
 
 
-# How a mode's controller pod gets its own identity: (aws, the controller running,
-# a folder for its files, the case, its environment, what to stop at the end).
-Start = Callable[[Aws, str, Path, "Chain", pytest.MonkeyPatch, contextlib.ExitStack], None]
+@dataclass(frozen=True)
+class Launch:
+    """What a controller pod starts from."""
+
+    aws: Aws
+    # The controller that runs (an IAM user's or role's name).
+    controller: str
+    folder: Path
+    case: Chain
+    env: pytest.MonkeyPatch
+    # Whatever the pod starts is stopped when this closes.
+    stack: contextlib.ExitStack
+
+
+# How a mode's controller pod gets its own identity.
+Start = Callable[[Launch], None]
 
 
 @dataclass(frozen=True)
@@ -167,17 +177,13 @@ def _user_arn(_: Aws, name: str) -> str:
     return f"arn:aws:iam::{ACCOUNT}:user/{name}"
 
 
-def _start_with_keys(
-    aws: Aws,
-    running: str,
-    tmp: Path,
-    case: Chain,
-    env: pytest.MonkeyPatch,
-    stack: contextlib.ExitStack,
-) -> None:
-    identity = aws.moto.create_identity(running)
+def _start_with_keys(launch: Launch) -> None:
+    identity = launch.aws.moto.create_identity(launch.controller)
     pod_environment(
-        env, aws, AWS_ACCESS_KEY_ID=identity.access_key, AWS_SECRET_ACCESS_KEY=identity.secret_key
+        launch.env,
+        launch.aws,
+        AWS_ACCESS_KEY_ID=identity.access_key,
+        AWS_SECRET_ACCESS_KEY=identity.secret_key,
     )
 
 
@@ -187,31 +193,17 @@ def _controller_role(aws: Aws, name: str) -> str:
     return f"arn:aws:iam::{ACCOUNT}:role/{name}"
 
 
-def _start_pod_identity(
-    aws: Aws,
-    running: str,
-    tmp: Path,
-    case: Chain,
-    env: pytest.MonkeyPatch,
-    stack: contextlib.ExitStack,
-) -> None:
-    association = Association(
-        CLUSTER_ARN, CONTROLLER_NAMESPACE, CONTROLLER_ACCOUNT, _controller_role(aws, running)
-    )
-    agent = PodIdentityAgent(aws.bridge, association, tmp)
+def _start_pod_identity(launch: Launch) -> None:
+    role = _controller_role(launch.aws, launch.controller)
+    association = Association(CLUSTER_ARN, CONTROLLER_NAMESPACE, CONTROLLER_ACCOUNT, role)
+    agent = PodIdentityAgent(launch.aws.bridge, association, launch.folder)
     agent.start()
-    stack.callback(agent.stop)
-    pod_environment(env, aws, **agent.environment())
+    launch.stack.callback(agent.stop)
+    pod_environment(launch.env, launch.aws, **agent.environment())
 
 
-def _start_with_token(
-    aws: Aws,
-    running: str,
-    tmp: Path,
-    case: Chain,
-    env: pytest.MonkeyPatch,
-    stack: contextlib.ExitStack,
-) -> None:
+def _start_with_token(launch: Launch) -> None:
+    case = launch.case
     token = service_account_token(
         f"https://{case.issuer}",
         CONTROLLER_NAMESPACE,
@@ -220,9 +212,9 @@ def _start_with_token(
         lifetime=case.token_lifetime,
     )
     pod_environment(
-        env,
-        aws,
-        AWS_WEB_IDENTITY_TOKEN_FILE=str(write_token(tmp / "token", token)),
+        launch.env,
+        launch.aws,
+        AWS_WEB_IDENTITY_TOKEN_FILE=str(write_token(launch.folder / "token", token)),
         # The pod's own IRSA role, which the writer must not use: it does not exist,
         # so going through it would fail.
         AWS_ROLE_ARN=f"arn:aws:iam::{ACCOUNT}:role/not-the-team-role",
@@ -385,7 +377,7 @@ def test_the_writer_gets_into_the_rendered_role_only_as_its_trust_policy_says(
     storage = create_team_role(aws, pod.trust(aws, trusted), bucket, case.edit)
     assert storage["assumeRoleWith"] == case.assume_role_with
     with contextlib.ExitStack() as stack:
-        pod.start(aws, running, tmp_path, case, monkeypatch, stack)
+        pod.start(Launch(aws, running, tmp_path, case, monkeypatch, stack))
         spec = storage_spec(storage, case.backup_namespace)
         if case.refused:
             with (
@@ -413,60 +405,23 @@ def test_the_writer_gets_into_the_rendered_role_only_as_its_trust_policy_says(
 # --- renewal ------------------------------------------------------------------------
 
 
-@dataclass
-class ShortSessions:
-    """A loopback proxy in front of the bridge that shortens every session it hands out."""
+def short_sessions(lifetime: timedelta) -> Callable[[bytes], bytes]:
+    """Make every session expire after ``lifetime``, within botocore's 10-minute window:
+    the writer must then assume the role again before each use of its credentials."""
 
-    endpoint: str = ""
-    # The form of each assumption that passed through, in order.
-    assumptions: list[dict[str, list[str]]] = field(default_factory=list)
+    def rewrite(answer: bytes) -> bytes:
+        soon = (datetime.now(UTC) + lifetime).strftime("%Y-%m-%dT%H:%M:%SZ")
+        return re.sub(
+            rb"<Expiration>[^<]*</Expiration>", f"<Expiration>{soon}</Expiration>".encode(), answer
+        )
+
+    return rewrite
 
 
-@contextlib.contextmanager
-def short_sessions(upstream: str, lifetime: timedelta) -> Iterator[ShortSessions]:
-    """Sessions that expire after ``lifetime``: within botocore's 10-minute window, so
-    the writer must assume the role again before each use of its credentials."""
-    seen = ShortSessions()
-    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-
-    class Forward(http.server.BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-            form = urllib.parse.parse_qs(body.decode())
-            if (form.get("Action") or [""])[0].startswith("AssumeRole"):
-                seen.assumptions.append(form)
-            request = urllib.request.Request(
-                upstream + self.path, data=body, headers=dict(self.headers), method="POST"
-            )
-            try:
-                with opener.open(request, timeout=60) as answer:
-                    status, payload = answer.status, answer.read()
-            except urllib.error.HTTPError as error:
-                status, payload = error.code, error.read()
-            soon = (datetime.now(UTC) + lifetime).strftime("%Y-%m-%dT%H:%M:%SZ")
-            payload = re.sub(
-                rb"<Expiration>[^<]*</Expiration>",
-                f"<Expiration>{soon}</Expiration>".encode(),
-                payload,
-            )
-            self.send_response(status)
-            self.send_header("Content-Length", str(len(payload)))
-            self.end_headers()
-            self.wfile.write(payload)
-
-        def log_message(self, *_: Any) -> None:
-            return
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Forward)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    seen.endpoint = f"http://127.0.0.1:{server.server_address[1]}"
-    try:
-        yield seen
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()
+def assumptions(sts: Proxy) -> list[dict[str, list[str]]]:
+    """The form of each assumption that went through the proxy, in order."""
+    forms = [urllib.parse.parse_qs(body.decode()) for body in sts.bodies]
+    return [form for form in forms if form.get("Action", [""])[0].startswith("AssumeRole")]
 
 
 @dataclass(frozen=True)
@@ -508,23 +463,24 @@ def test_the_writer_renews_the_roles_credentials_before_they_expire(
     chain = Chain(case.reason, case.mode, storage["assumeRoleWith"])
     with (
         contextlib.ExitStack() as stack,
-        short_sessions(aws.sts_endpoint, timedelta(minutes=5)) as sts,
+        proxy(aws.sts_endpoint, short_sessions(timedelta(minutes=5))) as sts,
     ):
-        pod.start(aws, controller, tmp_path, chain, monkeypatch, stack)
-        monkeypatch.setenv("AWS_ENDPOINT_URL_STS", sts.endpoint)
+        launch = Launch(aws, controller, tmp_path, chain, monkeypatch, stack)
+        pod.start(launch)
+        monkeypatch.setenv("AWS_ENDPOINT_URL_STS", sts.address)
         store = Store.connect(storage_spec(storage, TEAM))
-        assert len(sts.assumptions) == 1
+        assert len(assumptions(sts)) == 1
         if case.mode == "irsa":
             # The kubelet rotates the projected token; the next renewal must read it.
-            _start_with_token(aws, controller, tmp_path, chain, monkeypatch, stack)
+            _start_with_token(launch)
 
         key = f"{storage['prefix']}renewed.tar.gz"
         # One request (a PutObject), signed with credentials renewed for it.
         with store.writer(key) as out:
             out.write(b"written with renewed credentials")
 
-    assert len(sts.assumptions) >= 2, "no renewal before the credentials expired"
-    values = [form[case.field][0] for form in sts.assumptions]
+    assert len(assumptions(sts)) >= 2, "no renewal before the credentials expired"
+    values = [form[case.field][0] for form in assumptions(sts)]
     if case.field == "ExternalId":
         assert set(values) == {TEAM}
     else:
