@@ -536,7 +536,7 @@ def _read_token(action: str) -> str:
     try:
         token = Path(path).read_text(encoding="utf-8").strip()
     except (OSError, UnicodeDecodeError) as error:
-        # The error names the file, never what it holds.
+        # The message names the variable and the error, never the path or what it holds.
         raise StorageError(
             f"{action} failed: cannot read {WEB_IDENTITY_TOKEN_FILE} ({type(error).__name__})"
         ) from error
