@@ -7,74 +7,34 @@ before the field existed keep chaining with AssumeRole.
 
 from __future__ import annotations
 
-import itertools
-from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import datetime, timedelta
-from typing import Any
+from datetime import timedelta
 
 import pytest
 from kubernetes.client.exceptions import ApiException
 
 from provider.backup.backups import storage_spec
-from sandbox.apiserver import APIServerFactory, Etcd
 from sandbox.spaces import Kube
-from tests.backup.test_roundtrip import BACKUP_CRDS
-from tests.backup.test_schedule import Clock, backups, next_half_hour, reconcile
-
-_names = itertools.count()
-ROLE = "arn:aws:iam::123456789012:role/team-a-myctp-backup"
-
-
-@pytest.fixture(scope="module")
-def local(kube_etcd: Etcd) -> Iterator[Kube]:
-    with APIServerFactory(kube_etcd) as factory:
-        kube = Kube(factory(name="assume-role-with"))
-        kube.apply_crds(BACKUP_CRDS)
-        yield kube
-
-
-def schedule(local: Kube, storage: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-    namespace = f"assume-{next(_names)}"
-    local.namespace(namespace)
-    created = local.create(
-        "backupschedules",
-        {
-            "apiVersion": "controlplane.spaces.upbound.io/v1alpha1",
-            "kind": "BackupSchedule",
-            "metadata": {"name": "myctp", "namespace": namespace},
-            "spec": {
-                "instanceRef": {"name": "myctp"},
-                "schedule": "*/30 * * * *",
-                "ttl": "1h",
-                "storage": {
-                    "bucket": "b",
-                    "prefix": f"{namespace}/myctp/",
-                    "roleArn": ROLE,
-                    **storage,
-                },
-            },
-        },
-    )
-    return namespace, created
+from tests.backup.test_schedule import Clock, backups, next_half_hour, reconcile, schedule
 
 
 @dataclass(frozen=True)
 class Carried:
     reason: str
-    storage: dict[str, Any]
+    # What the schedule is given after it is made without one; empty: nothing.
+    given: str
     want: str
 
 
 CARRIED = [
     Carried(
         "a schedule made before the field chains with AssumeRole, and so do its Backups",
-        {},
+        "",
         "AssumeRole",
     ),
     Carried(
         "WebIdentity, as the function renders it for irsa trust, reaches the writer",
-        {"assumeRoleWith": "WebIdentity"},
+        "WebIdentity",
         "WebIdentity",
     ),
 ]
@@ -84,11 +44,15 @@ CARRIED = [
 def test_the_schedules_backups_carry_assume_role_with_to_the_writer(
     case: Carried, local: Kube
 ) -> None:
-    namespace, created = schedule(local, case.storage)
-    assert created["spec"]["storage"]["assumeRoleWith"] == case.want
-    stamp = datetime.fromisoformat(created["metadata"]["creationTimestamp"].replace("Z", "+00:00"))
-    clock = Clock(next_half_hour(stamp) + timedelta(seconds=5))
-    reconcile(local, clock, namespace)
+    namespace, name, created = schedule(local, "*/30 * * * *")
+    if case.given:
+        given = {"spec": {"storage": {"assumeRoleWith": case.given}}}
+        local.patch("backupschedules", namespace, name, given)
+    found = local.get("backupschedules", namespace, name)
+    assert found is not None
+    assert found["spec"]["storage"]["assumeRoleWith"] == case.want
+
+    reconcile(local, Clock(next_half_hour(created) + timedelta(seconds=5)), namespace)
 
     (backup,) = backups(local, namespace)
     storage = backup["spec"]["storage"]
@@ -97,7 +61,9 @@ def test_the_schedules_backups_carry_assume_role_with_to_the_writer(
 
 
 def test_a_way_in_the_writer_does_not_know_is_refused_by_the_api_server(local: Kube) -> None:
+    namespace, name, _ = schedule(local, "*/30 * * * *")
+    magic = {"spec": {"storage": {"assumeRoleWith": "Magic"}}}
     with pytest.raises(ApiException) as refused:
-        schedule(local, {"assumeRoleWith": "Magic"})
+        local.patch("backupschedules", namespace, name, magic)
     assert refused.value.status == 422
     assert "spec.storage.assumeRoleWith" in str(refused.value.body)
