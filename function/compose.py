@@ -230,7 +230,13 @@ class _Composition:
                 backup.schedule or settings.defaults.schedule,
                 ttl,
                 backup.suspend,
-                schedule.Storage(bucket, region, names.backup_prefix, role_arn),
+                schedule.Storage(
+                    bucket,
+                    region,
+                    names.backup_prefix,
+                    role_arn,
+                    iam.assume_role_with(settings.trust),
+                ),
             )
         else:
             self.awaiting = True

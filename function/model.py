@@ -216,7 +216,9 @@ class IrsaTrust(_Strict):
 
 
 class PodIdentityTrust(_Strict):
-    """EKS Pod Identity: no settings."""
+    """EKS Pod Identity: the controller's own Pod Identity role, which chains into the team role."""
+
+    controller_role_arn: Arn
 
 
 class Trust(_Strict):

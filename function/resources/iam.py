@@ -12,8 +12,9 @@ _VERSION = "2012-10-17"
 OBJECT_ACTIONS = ("s3:PutObject", "s3:GetObject", "s3:DeleteObject", "s3:AbortMultipartUpload")
 # Writing into a bucket whose default encryption is a KMS key needs the key too.
 KMS_ACTIONS = ("kms:GenerateDataKey", "kms:Decrypt")
-POD_IDENTITY_PRINCIPAL = "pods.eks.amazonaws.com"
-
+# How the backup writer gets into the role (a BackupSchedule's storage.assumeRoleWith).
+ASSUME_ROLE = "AssumeRole"
+WEB_IDENTITY = "WebIdentity"
 
 # The backup writer passes the Backup's namespace as the ExternalId of every
 # sts:AssumeRole call; a team's role trusts only calls that carry its namespace,
@@ -24,6 +25,9 @@ EXTERNAL_ID_KEY = "sts:ExternalId"
 def trust_policy(trust: Trust, namespace: str) -> dict[str, Any]:
     """The role's trust policy for whichever mechanism the input chose, bound to ``namespace``.
 
+    It allows exactly the call ``assume_role_with`` tells the writer to make:
+    AssumeRoleWithWebIdentity from the OIDC provider for ``irsa``, AssumeRole
+    from the controller's role for ``podIdentity`` and ``roleArn``.
     AssumeRoleWithWebIdentity (IRSA) carries no ExternalId: there the role's
     least-privilege policy on ``<namespace>/<name>/`` and the controller's refusal
     of any other prefix are the binding.
@@ -43,9 +47,12 @@ def trust_policy(trust: Trust, namespace: str) -> dict[str, Any]:
             },
         }
     elif trust.pod_identity is not None:
+        # The controller's Pod Identity session carries EKS's session tags
+        # (kubernetes-namespace, eks-cluster-arn, ...), all transitive: they ride
+        # along into the chained session, which AWS allows only with sts:TagSession.
         statement = {
             "Effect": "Allow",
-            "Principal": {"Service": POD_IDENTITY_PRINCIPAL},
+            "Principal": {"AWS": trust.pod_identity.controller_role_arn},
             "Action": ["sts:AssumeRole", "sts:TagSession"],
             "Condition": {"StringEquals": {EXTERNAL_ID_KEY: namespace}},
         }
@@ -57,6 +64,11 @@ def trust_policy(trust: Trust, namespace: str) -> dict[str, Any]:
             "Condition": {"StringEquals": {EXTERNAL_ID_KEY: namespace}},
         }
     return {"Version": _VERSION, "Statement": [statement]}
+
+
+def assume_role_with(trust: Trust) -> str:
+    """How the writer gets into a role trusted so: the STS call the trust policy allows."""
+    return WEB_IDENTITY if trust.irsa is not None else ASSUME_ROLE
 
 
 def access_policy(partition: str, bucket: str, prefix: str, kms_key_arn: str) -> dict[str, Any]:

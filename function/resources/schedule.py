@@ -19,6 +19,7 @@ class Storage:
     region: str
     prefix: str
     role_arn: str
+    assume_role_with: str
 
 
 def backup_schedule(
@@ -39,6 +40,7 @@ def backup_schedule(
                 "prefix": storage.prefix,
                 "region": storage.region,
                 "roleArn": storage.role_arn,
+                "assumeRoleWith": storage.assume_role_with,
             },
         },
     )

@@ -19,7 +19,7 @@ from typing import Any
 from provider import kube
 from provider.backup.archive import Summary
 from provider.backup.export import write_archive
-from provider.backup.storage import StorageError, StorageSpec, Store
+from provider.backup.storage import AssumeRoleWith, StorageError, StorageSpec, Store
 from provider.backup.tenancy import EndpointPolicy, TenancyError, check_prefix
 from provider.events import EventRecorder
 from provider.kube import Cluster, KubeError, Resource
@@ -53,6 +53,7 @@ def storage_spec(storage: Mapping[str, Any], namespace: str) -> StorageSpec:
         role_arn=str(storage.get("roleArn") or ""),
         endpoint=str(storage.get("endpoint") or ""),
         external_id=namespace,
+        assume_role_with=str(storage.get("assumeRoleWith") or AssumeRoleWith.ASSUME_ROLE),
     )
 
 

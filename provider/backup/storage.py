@@ -1,8 +1,12 @@
 """S3 for backups: the one module that imports boto3 and botocore.
 
-``Store.connect`` builds an S3 client from the pod's own identity (boto3's
-default credential chain), optionally through ``sts:AssumeRole`` into the
-storage's role. ``Store.writer`` hands out a ``MultipartWriter``: a writable
+``Store.connect`` builds an S3 client for the storage's role, reached as the
+storage's ``assumeRoleWith`` says: ``AssumeRole`` chains from the pod's own
+identity (boto3's default credential chain: environment, web identity, EKS Pod
+Identity) with the namespace as ExternalId; ``WebIdentity`` calls
+``sts:AssumeRoleWithWebIdentity`` with the pod's projected service account token
+straight into the role. Either way the role's credentials are refreshed before
+they expire. ``Store.writer`` hands out a ``MultipartWriter``: a writable
 binary stream (what ``tarfile.open(fileobj=..., mode="w|gz")`` needs) that holds
 at most one part in memory and uploads the parts as they fill.
 
@@ -16,15 +20,18 @@ from __future__ import annotations
 import contextlib
 import http.client
 import logging
+import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from enum import Enum
+from enum import Enum, StrEnum
+from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Final, Self
 from urllib.parse import urlsplit
 
 import boto3  # type: ignore[import-untyped]
+from botocore import UNSIGNED  # type: ignore[import-untyped]
 from botocore.config import Config  # type: ignore[import-untyped]
 from botocore.credentials import (  # type: ignore[import-untyped]
     CredentialProvider,
@@ -70,8 +77,19 @@ _CHECKSUM: Final = "CRC32"
 ABORT_RETRY_DELAYS: Final = (1.0, 5.0)
 
 
+# Where EKS (and the AWS SDKs) find the pod's projected service account token.
+WEB_IDENTITY_TOKEN_FILE: Final = "AWS_WEB_IDENTITY_TOKEN_FILE"  # noqa: S105 (a variable name)
+
+
 class StorageError(Exception):
     """An S3 operation failed; the message is safe to show (it holds no credential)."""
+
+
+class AssumeRoleWith(StrEnum):
+    """How the writer gets into the storage's role (``storage.assumeRoleWith``)."""
+
+    ASSUME_ROLE = "AssumeRole"
+    WEB_IDENTITY = "WebIdentity"
 
 
 @dataclass(frozen=True)
@@ -81,12 +99,15 @@ class StorageSpec:
     Attributes:
         bucket: The bucket.
         region: The bucket's region; empty for boto3's own resolution (AWS_REGION, ...).
-        role_arn: A role to assume (sts:AssumeRole) from the pod's own identity; empty
-            to use that identity directly.
+        role_arn: The role to write with; empty to use the pod's own identity directly
+            (only with ``AssumeRole``).
         endpoint: An S3-compatible endpoint URL; empty for boto3's own resolution,
             where AWS_ENDPOINT_URL_S3 and AWS_ENDPOINT_URL work too.
-        external_id: The ExternalId of the role assumption (the Backup's namespace:
+        external_id: The ExternalId of an ``AssumeRole`` (the Backup's namespace:
             each team's role trusts only its own); empty for none.
+        assume_role_with: ``AssumeRole`` (chain from the pod's own identity) or
+            ``WebIdentity`` (the pod's projected token straight into the role); any
+            other value is refused at ``Store.connect``.
     """
 
     bucket: str
@@ -94,6 +115,7 @@ class StorageSpec:
     role_arn: str = ""
     endpoint: str = ""
     external_id: str = ""
+    assume_role_with: str = AssumeRoleWith.ASSUME_ROLE
 
 
 class Store:
@@ -106,14 +128,17 @@ class Store:
 
     @classmethod
     def connect(cls, spec: StorageSpec, *, session_name: str = "controlplane-backup") -> Store:
-        """Make an S3 client for ``spec`` from the pod's identity.
+        """Make an S3 client for ``spec``, signing as its role.
 
-        The identity is boto3's default credential chain (environment, web identity,
-        EKS pod identity, instance metadata, ...). With ``spec.role_arn``, an STS
-        client (its endpoint from AWS_ENDPOINT_URL_STS or AWS_ENDPOINT_URL when set)
-        assumes the role at once, so a role that cannot be assumed fails here, and the
-        S3 client signs with the temporary credentials, assuming the role again
-        before they expire.
+        With ``AssumeRole`` the pod's identity is boto3's default credential chain
+        (environment, web identity, EKS Pod Identity, instance metadata, ...) and,
+        with ``spec.role_arn``, an STS client (its endpoint from AWS_ENDPOINT_URL_STS
+        or AWS_ENDPOINT_URL when set) assumes the role with ``spec.external_id``.
+        With ``WebIdentity`` an unsigned STS client calls AssumeRoleWithWebIdentity
+        with the token in AWS_WEB_IDENTITY_TOKEN_FILE into ``spec.role_arn`` (never
+        the pod's AWS_ROLE_ARN), reading the file again at every refresh (the kubelet
+        rotates it). Either way the role is assumed at once, so a role that cannot
+        be assumed fails here, and again before its credentials expire.
 
         Args:
             spec: The bucket, region, role and endpoint.
@@ -123,17 +148,24 @@ class Store:
             The store.
 
         Raises:
-            StorageError: The role cannot be assumed, or the endpoint or region is invalid.
+            StorageError: The role cannot be assumed, the token cannot be read, or the
+                endpoint, region or ``assume_role_with`` is invalid.
         """
+        method = _method(spec)
         action = _connect_action(spec)
         endpoint = spec.endpoint or None
         config = _CLIENT_CONFIG.merge(_PATH_STYLE) if endpoint else _CLIENT_CONFIG
         with _translated(action, endpoint or "the default endpoint"):
             try:
                 session = boto3.session.Session(region_name=spec.region or None)
-                if spec.role_arn:
-                    session = _assumed_role_session(
-                        session, spec.role_arn, session_name, spec.external_id
+                if method is AssumeRoleWith.WEB_IDENTITY:
+                    session = _role_session(
+                        session, _web_identity(session, spec.role_arn, session_name, action)
+                    )
+                elif spec.role_arn:
+                    session = _role_session(
+                        session,
+                        _assume_role(session, spec.role_arn, session_name, spec.external_id),
                     )
                 client = session.client("s3", endpoint_url=endpoint, config=config)
             except ValueError as error:
@@ -450,22 +482,71 @@ class _FixedCredentials(CredentialProvider):  # type: ignore[misc]
         return self._credentials
 
 
-def _assumed_role_session(base: Any, role_arn: str, session_name: str, external_id: str) -> Any:
-    """A boto3 session signing with the role's credentials, assumed from ``base``'s."""
+Assume = Callable[[], dict[str, str]]
+
+
+def _credentials(answer: Mapping[str, Any]) -> dict[str, str]:
+    """An STS answer's credentials, as botocore's refreshable credentials take them."""
+    return {
+        "access_key": answer["AccessKeyId"],
+        "secret_key": answer["SecretAccessKey"],
+        "token": answer["SessionToken"],
+        "expiry_time": answer["Expiration"].isoformat(),
+    }
+
+
+def _assume_role(base: Any, role_arn: str, session_name: str, external_id: str) -> Assume:
+    """sts:AssumeRole into the role, signed with ``base``'s own identity.
+
+    No session tags of ours: an EKS Pod Identity session's tags are transitive and
+    go along by themselves (which is why such a role's trust allows sts:TagSession).
+    """
     sts = base.client("sts", config=_CLIENT_CONFIG)
     bound = {"ExternalId": external_id} if external_id else {}
 
     def assume() -> dict[str, str]:
-        answer = sts.assume_role(RoleArn=role_arn, RoleSessionName=session_name, **bound)[
-            "Credentials"
-        ]
-        return {
-            "access_key": answer["AccessKeyId"],
-            "secret_key": answer["SecretAccessKey"],
-            "token": answer["SessionToken"],
-            "expiry_time": answer["Expiration"].isoformat(),
-        }
+        answer = sts.assume_role(RoleArn=role_arn, RoleSessionName=session_name, **bound)
+        return _credentials(answer["Credentials"])
 
+    return assume
+
+
+def _web_identity(base: Any, role_arn: str, session_name: str, action: str) -> Assume:
+    """sts:AssumeRoleWithWebIdentity into the role with the pod's projected token."""
+    # Unsigned, as the call is: the pod's own credentials (the default chain would
+    # itself assume AWS_ROLE_ARN with the same token) are neither needed nor used.
+    sts = base.client("sts", config=_CLIENT_CONFIG.merge(Config(signature_version=UNSIGNED)))
+
+    def assume() -> dict[str, str]:
+        answer = sts.assume_role_with_web_identity(
+            RoleArn=role_arn,
+            RoleSessionName=session_name,
+            WebIdentityToken=_read_token(action),
+        )
+        return _credentials(answer["Credentials"])
+
+    return assume
+
+
+def _read_token(action: str) -> str:
+    """The projected service account token, read afresh (the kubelet rotates it)."""
+    path = os.environ.get(WEB_IDENTITY_TOKEN_FILE, "")
+    if not path:
+        raise StorageError(f"{action} failed: {WEB_IDENTITY_TOKEN_FILE} is not set")
+    try:
+        token = Path(path).read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError) as error:
+        # The message names the variable and the error, never the path or what it holds.
+        raise StorageError(
+            f"{action} failed: cannot read {WEB_IDENTITY_TOKEN_FILE} ({type(error).__name__})"
+        ) from error
+    if not token:
+        raise StorageError(f"{action} failed: {WEB_IDENTITY_TOKEN_FILE} is empty")
+    return token
+
+
+def _role_session(base: Any, assume: Assume) -> Any:
+    """A boto3 session signing with the role's credentials, assumed again before they expire."""
     credentials = RefreshableCredentials.create_from_metadata(
         metadata=assume(), refresh_using=assume, method=_FixedCredentials.METHOD
     )
@@ -480,7 +561,26 @@ def _assumed_role_session(base: Any, role_arn: str, session_name: str, external_
     return boto3.session.Session(botocore_session=session)
 
 
+def _method(spec: StorageSpec) -> AssumeRoleWith:
+    """The spec's ``assume_role_with``, checked against what it needs."""
+    try:
+        method = AssumeRoleWith(spec.assume_role_with)
+    except ValueError:
+        raise StorageError(
+            f"connect to s3://{spec.bucket} refused: storage.assumeRoleWith must be "
+            f"{AssumeRoleWith.ASSUME_ROLE} or {AssumeRoleWith.WEB_IDENTITY}"
+        ) from None
+    if method is AssumeRoleWith.WEB_IDENTITY and not spec.role_arn:
+        raise StorageError(
+            f"connect to s3://{spec.bucket} refused: storage.roleArn is required "
+            f"with assumeRoleWith {AssumeRoleWith.WEB_IDENTITY}"
+        )
+    return method
+
+
 def _connect_action(spec: StorageSpec) -> str:
+    if spec.assume_role_with == AssumeRoleWith.WEB_IDENTITY:
+        return f"assume role {spec.role_arn} with web identity for s3://{spec.bucket}"
     if spec.role_arn:
         return f"assume role {spec.role_arn} for s3://{spec.bucket}"
     return f"connect to s3://{spec.bucket}"

@@ -17,8 +17,10 @@ What it does, for real:
   managed policy and the attachment in IAM (moto); writes `status.atProvider`
   with `arn` and `id` (and the other fields upjet computes that are known here).
 - With a SeaweedFS admin (`identities.SeaweedAdmin`) it also serves an STS
-  endpoint (`sts`) that passes AssumeRole to moto and makes the session real in
-  SeaweedFS, where the role's policies are enforced.
+  endpoint (`sts`) that holds AssumeRole and AssumeRoleWithWebIdentity to the
+  role's trust policy (`trust`), passes them to moto and makes the session
+  real in SeaweedFS, where the role's policies are enforced; `podidentity`
+  plays EKS Pod Identity's agent for one pod.
 
 What it does not do:
 - No other kind, and no field beyond those the function composes: tags, ACLs,
@@ -33,14 +35,14 @@ What it does not do:
 - Drift is detected only in what it sets: bucket existence, versioning status,
   encryption algorithm, lifecycle rules, the role's trust policy and
   description, the policy document, the attachment.
-- moto does not evaluate trust policies (nor ExternalId or session tags): any
-  principal may assume a role that exists. SeaweedFS holds a copy of the role's
+- Trust policies are evaluated for the subset the platform renders (`trust`);
+  request signatures and web identity token signatures are not checked, nor
+  whether IAM holds a token issuer's OIDC provider. SeaweedFS holds a copy of the role's
   managed policies, renewed at each AssumeRole and when the stand-in itself
   attaches, detaches or changes a policy; a change made in IAM by anything
   else reaches running sessions at the next AssumeRole. Deleting a role does
   not end its running sessions; they end when they expire.
 - Sessions are valid in SeaweedFS without their session token (SeaweedFS 4.48
   refuses tokens it did not issue), until they expire; expired keys are
-  removed at the next AssumeRole. Only AssumeRole is bridged (not
-  AssumeRoleWithWebIdentity).
+  removed at the next assumption.
 """

@@ -282,6 +282,11 @@ class Cloud:
                     return None
                 raise
 
+    def trust_policy(self, name: str) -> dict[str, Any] | None:
+        """The role's trust policy (AssumeRolePolicyDocument), or None without the role."""
+        role = self.role(name)
+        return None if role is None else _document(role["AssumeRolePolicyDocument"])
+
     def create_role(self, name: str, trust: str, description: str) -> None:
         """Create the role with its trust policy, exactly as given."""
         with _translated(f"create role {name}"):

@@ -16,6 +16,12 @@ from sandbox.awsstandin.sts import Bridge
 ROLE = "team-a-myctp-backup"
 ROLE_ARN = f"arn:aws:iam::123456789012:role/{ROLE}"
 POLICY = {"Version": "2012-10-17", "Statement": []}
+# These tests are about the bridge's passing and granting; test_trust.py and
+# tests/backup/test_credentials.py hold the trust decisions.
+TRUSTING_ANYONE = {
+    "Version": "2012-10-17",
+    "Statement": [{"Effect": "Allow", "Principal": "*", "Action": "sts:AssumeRole"}],
+}
 
 
 def answer(access_key: str, expires: datetime) -> bytes:
@@ -42,6 +48,9 @@ class FakeCloud:
 
     def role_policies(self, role: str) -> dict[str, Any] | None:
         return self.roles.get(role)
+
+    def trust_policy(self, role: str) -> dict[str, Any] | None:
+        return TRUSTING_ANYONE if role in self.roles else None
 
     def key_is_known(self, access_key: str, secret_key: str) -> bool:
         return True

@@ -2,8 +2,9 @@
 
 The writer (provider/backup/storage.py) runs as it does in the backup
 controller: its pod identity is a moto IAM user, it assumes the role the
-function rendered through the STS endpoint it is given (the stand-in's bridge
-to moto's STS), and writes to SeaweedFS with the session's credentials.
+function rendered, with its namespace as ExternalId, through the STS endpoint
+it is given (the stand-in's bridge to moto's STS, which holds the call to the
+role's trust policy), and writes to SeaweedFS with the session's credentials.
 SeaweedFS evaluates the role's policy, as the function rendered it.
 """
 
@@ -32,6 +33,8 @@ class Team:
     prefix: str
     role_arn: str
     attachment: dict[str, Any]
+    # The composite's namespace: the ExternalId its role's trust policy asks for.
+    namespace: str
 
 
 def compose_team(kube: Kube, moto_sts: Moto) -> tuple[Team, str, str]:
@@ -48,6 +51,7 @@ def compose_team(kube: Kube, moto_sts: Moto) -> tuple[Team, str, str]:
         prefix=prefix[0]["prefix"],
         role_arn=done["Role"]["status"]["atProvider"]["arn"],
         attachment=rendered["RolePolicyAttachment"],
+        namespace=name,
     )
     return found, writer.access_key, writer.secret_key
 
@@ -75,6 +79,7 @@ def assume(
             "us-east-1",
             role_arn=role_arn or found.role_arn,
             endpoint=seaweed.endpoint,
+            external_id=found.namespace,
         )
     )
 

@@ -4,10 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import http.server
 import itertools
-import threading
-import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,6 +32,7 @@ from tests.backup.test_roundtrip import (
     instance_with_kubeconfig,
     operator_allows,
 )
+from tests.servers import Proxy, proxy
 
 _names = itertools.count()
 VICTIM = "team-b"
@@ -361,50 +359,14 @@ def test_a_restore_applies_no_object_of_a_crd_that_crossplane_does_not_own(
 # --- the role is bound to the namespace ---------------------------------------------
 
 
-@dataclass
-class RecordingProxy:
-    """A loopback proxy in front of moto's STS that keeps each request's body."""
-
-    address: str
-    bodies: list[bytes]
-
-
 @pytest.fixture
-def recording_sts(moto_sts: Moto) -> Iterator[RecordingProxy]:
-    bodies: list[bytes] = []
-
-    class Forward(http.server.BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-            bodies.append(body)
-            request = urllib.request.Request(
-                f"{moto_sts.endpoint}{self.path}",
-                data=body,
-                headers=dict(self.headers),
-                method="POST",
-            )
-            with urllib.request.urlopen(request) as answer:
-                payload, status = answer.read(), answer.status
-            self.send_response(status)
-            self.send_header("Content-Length", str(len(payload)))
-            self.end_headers()
-            self.wfile.write(payload)
-
-        def log_message(self, *_: Any) -> None:
-            return
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Forward)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield RecordingProxy(f"http://127.0.0.1:{server.server_address[1]}", bodies)
-    finally:
-        server.shutdown()
-        server.server_close()
+def recording_sts(moto_sts: Moto) -> Iterator[Proxy]:
+    with proxy(moto_sts.endpoint) as forwarding:
+        yield forwarding
 
 
 def test_the_role_is_assumed_with_the_backups_namespace_as_its_external_id(
-    moto_sts: Moto, recording_sts: RecordingProxy, monkeypatch: pytest.MonkeyPatch
+    moto_sts: Moto, recording_sts: Proxy, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Each team role's trust policy requires it (the function renders the condition)."""
     pod = moto_sts.create_identity("bound-pod")

@@ -19,6 +19,7 @@ import urllib.request
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import IO, cast
 
 import pytest
@@ -427,6 +428,78 @@ def test_a_role_that_cannot_be_assumed_fails_at_connect(
         f"cannot reach {closed} (EndpointConnectionError)"
     )
     assert pod.secret_key not in str(failed.value)
+
+
+@dataclass(frozen=True)
+class Unreachable:
+    reason: str
+    spec: StorageSpec
+    # The token file's content; None: AWS_WEB_IDENTITY_TOKEN_FILE is not set.
+    token: str | None
+    message: str
+
+
+WEB_IDENTITY_ROLE = "arn:aws:iam::123456789012:role/team-a-myctp-backup"
+UNREACHABLE = [
+    Unreachable(
+        "an assumeRoleWith the writer does not know is refused, naming the field",
+        StorageSpec("b", role_arn=WEB_IDENTITY_ROLE, assume_role_with="Magic"),
+        None,
+        "connect to s3://b refused: storage.assumeRoleWith must be AssumeRole or WebIdentity",
+    ),
+    Unreachable(
+        "WebIdentity without a role is refused: there is nothing to go into",
+        StorageSpec("b", assume_role_with="WebIdentity"),
+        None,
+        "connect to s3://b refused: storage.roleArn is required with assumeRoleWith WebIdentity",
+    ),
+    Unreachable(
+        "WebIdentity without a projected token says which variable is missing",
+        StorageSpec("b", role_arn=WEB_IDENTITY_ROLE, assume_role_with="WebIdentity"),
+        None,
+        f"assume role {WEB_IDENTITY_ROLE} with web identity for s3://b failed: "
+        "AWS_WEB_IDENTITY_TOKEN_FILE is not set",
+    ),
+    Unreachable(
+        "WebIdentity with an empty token file says so",
+        StorageSpec("b", role_arn=WEB_IDENTITY_ROLE, assume_role_with="WebIdentity"),
+        "\n",
+        f"assume role {WEB_IDENTITY_ROLE} with web identity for s3://b failed: "
+        "AWS_WEB_IDENTITY_TOKEN_FILE is empty",
+    ),
+]
+
+
+@pytest.mark.parametrize("case", UNREACHABLE, ids=lambda c: c.reason)
+def test_a_role_the_writer_cannot_ask_for_fails_at_connect_before_any_request(
+    case: Unreachable, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # No endpoint answers here: a request would fail otherwise.
+    closed = f"http://127.0.0.1:{free_port()}"
+    use_credentials(monkeypatch, "AKPOD", "pod-secret", AWS_ENDPOINT_URL_STS=closed)
+    if case.token is not None:
+        token = tmp_path / "token"
+        token.write_text(case.token)
+        monkeypatch.setenv("AWS_WEB_IDENTITY_TOKEN_FILE", str(token))
+
+    with pytest.raises(StorageError) as failed:
+        Store.connect(case.spec)
+    assert str(failed.value) == case.message
+
+
+def test_an_unreadable_token_file_is_named_by_its_variable_and_its_error_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    use_credentials(monkeypatch, "AKPOD", "pod-secret")
+    monkeypatch.setenv("AWS_WEB_IDENTITY_TOKEN_FILE", str(tmp_path / "gone"))
+    spec = StorageSpec("b", role_arn=WEB_IDENTITY_ROLE, assume_role_with="WebIdentity")
+
+    with pytest.raises(StorageError) as failed:
+        Store.connect(spec)
+    assert str(failed.value) == (
+        f"assume role {WEB_IDENTITY_ROLE} with web identity for s3://b failed: "
+        "cannot read AWS_WEB_IDENTITY_TOKEN_FILE (FileNotFoundError)"
+    )
 
 
 @dataclass(frozen=True)

@@ -181,7 +181,17 @@ BAD_CASES = [
         "An input that trusts two mechanisms is refused.",
         {"backup": {}},
         ("input.backup.trust", "exactly one of irsa, podIdentity, roleArn", "irsa, podIdentity"),
-        function_input=_input(backup__trust__podIdentity={}),
+        function_input=_input(
+            backup__trust__podIdentity={
+                "controllerRoleArn": "arn:aws:iam::123456789012:role/controlplane-backup"
+            }
+        ),
+    ),
+    BadCase(
+        "Pod Identity trust without the controller's role is refused.",
+        {"backup": {}},
+        ("input.backup.trust.podIdentity.controllerRoleArn", "is required"),
+        function_input=_input(backup__trust={"podIdentity": {}}),
     ),
     BadCase(
         "An input with a malformed region is refused.",

@@ -715,6 +715,7 @@ def test_the_policy_grants_exactly_the_backup_prefix() -> None:
 
 
 OIDC_PROVIDER = "arn:aws:iam::123456789012:oidc-provider/oidc.eks.eu-west-1.amazonaws.com/id/ABC"
+CONTROLLER_ROLE = "arn:aws:iam::123456789012:role/controlplane-backup-controller"
 
 
 @dataclass
@@ -722,6 +723,8 @@ class TrustCase:
     reason: str
     trust: dict[str, Any]
     want: dict[str, Any]
+    # The schedule's storage.assumeRoleWith: the call the trust policy allows.
+    assume_role_with: str
 
 
 TRUST_CASES = [
@@ -746,41 +749,51 @@ TRUST_CASES = [
                 }
             },
         },
+        "WebIdentity",
     ),
     TrustCase(
-        "EKS Pod Identity trusts AssumeRole and TagSession only with the namespace as ExternalId.",
-        {"podIdentity": {}},
+        "EKS Pod Identity trusts the controller's Pod Identity role, not the EKS service, "
+        "to AssumeRole and TagSession only with the namespace as ExternalId.",
+        {"podIdentity": {"controllerRoleArn": CONTROLLER_ROLE}},
         {
             "Effect": "Allow",
-            "Principal": {"Service": "pods.eks.amazonaws.com"},
+            "Principal": {"AWS": CONTROLLER_ROLE},
             "Action": ["sts:AssumeRole", "sts:TagSession"],
             "Condition": {"StringEquals": {"sts:ExternalId": "team-a"}},
         },
+        "AssumeRole",
     ),
     TrustCase(
         "A controller role chains into the backup role only with the namespace as ExternalId.",
-        {"roleArn": "arn:aws:iam::123456789012:role/controlplane-backup-controller"},
+        {"roleArn": CONTROLLER_ROLE},
         {
             "Effect": "Allow",
-            "Principal": {"AWS": "arn:aws:iam::123456789012:role/controlplane-backup-controller"},
+            "Principal": {"AWS": CONTROLLER_ROLE},
             "Action": "sts:AssumeRole",
             "Condition": {"StringEquals": {"sts:ExternalId": "team-a"}},
         },
+        "AssumeRole",
     ),
 ]
 
 
 @pytest.mark.parametrize("case", TRUST_CASES, ids=lambda case: case.reason)
-def test_the_role_trusts_what_the_input_says(case: TrustCase) -> None:
+def test_the_role_trusts_what_the_input_says_and_the_schedule_assumes_it_so(
+    case: TrustCase,
+) -> None:
     function_input = b.example_input()
     function_input["backup"]["trust"] = case.trust
-    outcome = run({"backup": b.BACKUP}, function_input=function_input)
+    outcome = run(
+        {"backup": b.BACKUP}, {"backup-role": b.role_with_arn()}, function_input=function_input
+    )
     role = outcome.resources["backup-role"].body
     assert json.loads(role["spec"]["forProvider"]["assumeRolePolicy"]) == {
         "Version": "2012-10-17",
         "Statement": [case.want],
     }
     assert role["metadata"]["annotations"]["crossplane.io/external-name"] == ("team-a-myctp-backup")
+    storage = outcome.resources["backup-schedule"].body["spec"]["storage"]
+    assert storage["assumeRoleWith"] == case.assume_role_with
 
 
 def test_the_schedule_takes_the_input_defaults_and_the_observed_arn() -> None:
@@ -795,6 +808,7 @@ def test_the_schedule_takes_the_input_defaults_and_the_observed_arn() -> None:
             "prefix": "team-a/myctp/",
             "region": "us-east-1",
             "roleArn": b.ROLE_ARN,
+            "assumeRoleWith": "WebIdentity",
         },
     }
 

@@ -164,3 +164,24 @@ def test_an_operator_entry_that_is_not_an_origin_is_a_usage_error(entry: str) ->
 def test_the_role_is_assumed_with_the_backups_namespace_as_external_id() -> None:
     spec = storage_spec({"bucket": "b", "roleArn": "arn:aws:iam::1:role/r"}, "team-a")
     assert spec.external_id == "team-a"
+
+
+@pytest.mark.parametrize(
+    ("storage", "method"),
+    [
+        ({"bucket": "b", "roleArn": "arn:aws:iam::1:role/r"}, "AssumeRole"),
+        ({"bucket": "b", "roleArn": "arn:aws:iam::1:role/r", "assumeRoleWith": ""}, "AssumeRole"),
+        (
+            {"bucket": "b", "roleArn": "arn:aws:iam::1:role/r", "assumeRoleWith": "WebIdentity"},
+            "WebIdentity",
+        ),
+    ],
+    ids=[
+        "a storage without assumeRoleWith chains with AssumeRole, as before the field",
+        "an empty assumeRoleWith chains with AssumeRole, the CRD's default",
+        "WebIdentity is passed on to the writer as written",
+    ],
+)
+def test_the_writer_is_told_how_to_reach_the_role(storage: dict[str, str], method: str) -> None:
+    spec = storage_spec(storage, "team-a")
+    assert (spec.assume_role_with, spec.external_id) == (method, "team-a")
