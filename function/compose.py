@@ -217,7 +217,11 @@ class _Composition:
         )
         ttl = backup.ttl or settings.defaults.ttl
         if backup.bucket.name is None:
-            self.desired.update(storage.bucket_objects(self.target, bucket, region, ttl))
+            self.desired.update(
+                storage.bucket_objects(
+                    self.target, bucket, region, ttl, retain=backup.bucket.retain_on_delete
+                )
+            )
         self.desired.update(iam.role_objects(self.target, bucket))
         # The ARN, or the one the schedule already carries while the role flickers.
         role_arn = _first(
@@ -237,6 +241,7 @@ class _Composition:
                     role_arn,
                     iam.assume_role_with(settings.trust),
                 ),
+                final_backup=backup.final_backup,
             )
         else:
             self.awaiting = True
