@@ -17,6 +17,7 @@ USAGE_INSTANCE_KUSTOMIZATION = "usage-instance-by-kustomization"
 USAGE_INSTANCE_SCHEDULE = "usage-instance-by-backup-schedule"
 USAGE_ROLE_SCHEDULE = "usage-backup-role-by-backup-schedule"
 USAGE_ATTACHMENT_SCHEDULE = "usage-backup-role-policy-attachment-by-backup-schedule"
+USAGE_BUCKET_SCHEDULE = "usage-backup-bucket-by-backup-schedule"
 BUCKET_PARTS = {
     "backup-bucket",
     "backup-bucket-versioning",
@@ -100,11 +101,24 @@ RESOURCES_CASES = [
     ),
     ResourcesCase(
         reason="Once the role reports its ARN the BackupSchedule appears, with Usages of the "
-        "instance, the role and the attachment.",
+        "instance, the role, the attachment and the bucket.",
         spec={"backup": b.BACKUP},
         seen={"backup-role": b.role_with_arn()},
         want={"instance", "backup-schedule"}
         | BUCKET_PARTS
+        | IAM_PARTS
+        | {
+            USAGE_INSTANCE_SCHEDULE,
+            USAGE_ROLE_SCHEDULE,
+            USAGE_ATTACHMENT_SCHEDULE,
+            USAGE_BUCKET_SCHEDULE,
+        },
+    ),
+    ResourcesCase(
+        reason="A schedule writing into an existing bucket holds no bucket: none is composed.",
+        spec={"backup": {"bucket": {"name": "existing-bucket"}}},
+        seen={"backup-role": b.role_with_arn()},
+        want={"instance", "backup-schedule"}
         | IAM_PARTS
         | {USAGE_INSTANCE_SCHEDULE, USAGE_ROLE_SCHEDULE, USAGE_ATTACHMENT_SCHEDULE},
     ),
@@ -118,7 +132,12 @@ RESOURCES_CASES = [
         want={"instance", "backup-schedule"}
         | BUCKET_PARTS
         | IAM_PARTS
-        | {USAGE_INSTANCE_SCHEDULE, USAGE_ROLE_SCHEDULE, USAGE_ATTACHMENT_SCHEDULE},
+        | {
+            USAGE_INSTANCE_SCHEDULE,
+            USAGE_ROLE_SCHEDULE,
+            USAGE_ATTACHMENT_SCHEDULE,
+            USAGE_BUCKET_SCHEDULE,
+        },
     ),
     ResourcesCase(
         reason="Everything at once: source, backups, restore, all observed ready.",
@@ -132,6 +151,7 @@ RESOURCES_CASES = [
             USAGE_INSTANCE_SCHEDULE,
             USAGE_ROLE_SCHEDULE,
             USAGE_ATTACHMENT_SCHEDULE,
+            USAGE_BUCKET_SCHEDULE,
         },
     ),
     ResourcesCase(
@@ -180,6 +200,12 @@ USAGE_CASES = [
         "The BackupSchedule holds the attachment that grants the role its policy.",
         USAGE_ATTACHMENT_SCHEDULE,
         ("RolePolicyAttachment", "myctp-backup"),
+        ("BackupSchedule", "myctp"),
+    ),
+    UsageCase(
+        "The BackupSchedule holds the bucket its final Backup writes into.",
+        USAGE_BUCKET_SCHEDULE,
+        ("Bucket", "myctp-backups"),
         ("BackupSchedule", "myctp"),
     ),
 ]
