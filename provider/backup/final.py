@@ -133,6 +133,16 @@ def decide(
     return Step(Action.WAIT, name=found.name, wait=left)
 
 
+def cannot_create(name: str, why: str) -> Step:
+    """Release at once: the final Backup ``name`` cannot be made, and waiting cannot help."""
+    return Step(
+        Action.RELEASE,
+        name=name,
+        outcome=Outcome.FAILED,
+        message=f"the data was not saved: final Backup {name} cannot be made: {why}",
+    )
+
+
 _DISABLED = "spec.finalBackup is false: no final backup was taken"
 _SUSPENDED = "the schedule is suspended: no final backup was taken"
 

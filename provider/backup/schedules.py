@@ -45,6 +45,8 @@ FINALIZER = "controlplane.spaces.upbound.io/final-backup"
 FINAL_BACKUP_OF = "controlplane.spaces.upbound.io/final-backup-of"
 FINAL_BACKUP_OF_UID = "controlplane.spaces.upbound.io/final-backup-of-uid"
 FINAL_CONDITION = "FinalBackup"
+# The API server's answer to a create in a namespace being deleted.
+TERMINATING = "because it is being terminated"
 DEFAULT_FINAL_BACKUP_TIMEOUT = timedelta(minutes=30)
 _TIME = "%Y-%m-%dT%H:%M:%SZ"
 # Look again at least this often, so a clock jump or a missed event is caught.
@@ -271,7 +273,13 @@ class ScheduleReconciler:
             found=final_record(found[0]) if found else None,
         )
         if step.action is final.Action.CREATE:
-            await self._create_final(schedule, step.name)
+            try:
+                await self._create_final(schedule, step.name)
+            except kube.KubeError as error:
+                # A namespace being deleted takes no new objects: waiting cannot help.
+                if TERMINATING not in str(error):
+                    raise
+                step = final.cannot_create(step.name, "its namespace is being deleted")
         if step.action is not final.Action.RELEASE:
             wait = min(step.wait or FINAL_POLL, FINAL_POLL)
             return Result(requeue_after=max(wait.total_seconds(), 1.0))
@@ -354,18 +362,31 @@ class ScheduleReconciler:
         value = "True" if outcome.saved else "False"
         self._condition(status, value, outcome.value, message, now, type_=FINAL_CONDITION)
         written = await self.local.replace_status(BACKUP_SCHEDULES, schedule)
-        if outcome in (final.Outcome.DISABLED, final.Outcome.SUSPENDED):
-            await self.events.record(schedule, "Normal", outcome.value, message)
-            return written
         type_ = "Normal" if outcome.saved else "Warning"
-        await self.events.record(schedule, type_, outcome.value, message)
+        await self._tell(schedule, type_, outcome.value, message)
+        if outcome in (final.Outcome.DISABLED, final.Outcome.SUSPENDED):
+            return written
         composite = await self._composite(schedule)
         if composite is not None:
             where = (
                 f"BackupSchedule {schedule['metadata']['namespace']}/{schedule['metadata']['name']}"
             )
-            await self.events.record(composite, type_, outcome.value, f"{where}: {message}")
+            await self._tell(composite, type_, outcome.value, f"{where}: {message}")
         return written
+
+    async def _tell(self, obj: Mapping[str, Any], type_: str, reason: str, message: str) -> None:
+        """Record an event, or log that it cannot be.
+
+        An event refused (its namespace is being deleted) never holds the schedule
+        back: the condition and the log say the same.
+        """
+        try:
+            await self.events.record(obj, type_, reason, message)
+        except kube.KubeError as error:
+            log.warning(
+                "cannot record an event",
+                extra={"fields": {"reason": reason, "message": message, "error": str(error)}},
+            )
 
     async def _composite(self, schedule: Mapping[str, Any]) -> dict[str, Any] | None:
         """The schedule's controlling owner (the composite), as an event's involvedObject."""

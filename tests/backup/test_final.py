@@ -8,7 +8,15 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from provider.backup.final import Action, FinalBackup, Outcome, Step, decide, final_backup_name
+from provider.backup.final import (
+    Action,
+    FinalBackup,
+    Outcome,
+    Step,
+    cannot_create,
+    decide,
+    final_backup_name,
+)
 
 DELETED = datetime(2026, 12, 3, 9, 30, 15, tzinfo=UTC)
 TIMEOUT = timedelta(minutes=30)
@@ -139,6 +147,18 @@ def test_a_deleted_schedule_creates_waits_for_or_releases_its_final_backup(
         found=case.found,
     )
     assert step == case.want, case.reason
+
+
+def test_a_final_backup_that_cannot_be_made_releases_at_once_saying_so() -> None:
+    assert cannot_create(NAME, "its namespace is being deleted") == Step(
+        Action.RELEASE,
+        name=NAME,
+        outcome=Outcome.FAILED,
+        message=(
+            f"the data was not saved: final Backup {NAME} cannot be made: "
+            "its namespace is being deleted"
+        ),
+    )
 
 
 @dataclass(frozen=True)

@@ -472,3 +472,31 @@ def test_a_final_backup_that_does_not_complete_releases_the_schedule_saying_so(
     finally:
         hung.close()
         assert process.stop() == 0
+
+
+def test_a_schedule_in_a_namespace_being_deleted_lets_go_without_waiting_out_the_timeout(
+    world: World, tmp_path: Path
+) -> None:
+    # A long wait: the namespace must go because the schedule gives up at once, not late.
+    process = ProviderProcess(
+        world.local.server.kubeconfig_path,
+        tmp_path / "controller.log",
+        "--allowed-s3-endpoint",
+        world.s3.endpoint,
+        "--final-backup-timeout=30m",
+        command="controlplane-backup-controller",
+    ).start()
+    try:
+        namespace = team(world)
+        schedule(world, namespace)
+        world.local.core.delete_namespace(namespace)
+
+        def namespace_gone() -> bool:
+            return all(
+                item.metadata.name != namespace for item in world.local.core.list_namespace().items
+            )
+
+        wait_for("the namespace gone", namespace_gone, DEADLINE)
+        assert "reconcile raised" not in process.log()
+    finally:
+        assert process.stop() == 0
