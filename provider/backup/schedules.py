@@ -110,6 +110,32 @@ def final_record(backup: Mapping[str, Any]) -> final.FinalBackup:
     )
 
 
+def backup_of(
+    schedule: Mapping[str, Any],
+    name: str,
+    *,
+    labels: dict[str, str],
+    annotations: dict[str, str],
+) -> dict[str, Any]:
+    """A Backup of what the schedule backs up, where it stores it, for as long."""
+    spec = schedule.get("spec") or {}
+    return {
+        "apiVersion": BACKUPS.api_version,
+        "kind": BACKUPS.kind,
+        "metadata": {
+            "name": name,
+            "namespace": schedule["metadata"]["namespace"],
+            "labels": labels,
+            "annotations": annotations,
+        },
+        "spec": {
+            "instanceRef": dict(spec.get("instanceRef") or {}),
+            "storage": dict(spec.get("storage") or {}),
+            "ttl": str(spec.get("ttl") or "168h"),
+        },
+    }
+
+
 class ScheduleReconciler:
     """Keeps one BackupSchedule's Backups."""
 
@@ -181,7 +207,7 @@ class ScheduleReconciler:
             backups=[record(b) for b in owned],
         )
         if decision.create is not None and decision.scheduled_for is not None:
-            await self._create(schedule, decision.create, decision.scheduled_for, spec)
+            await self._create(schedule, decision.create, decision.scheduled_for)
             status["lastScheduleTime"] = _format(decision.scheduled_for)
             status["lastBackup"] = decision.create
         elif decision.last_backup:
@@ -205,35 +231,24 @@ class ScheduleReconciler:
         wait = min(decision.next_run - now, MAX_WAIT)
         return Result(requeue_after=max(wait.total_seconds(), 1.0))
 
-    async def _create(
-        self, schedule: Mapping[str, Any], name: str, at: datetime, spec: Mapping[str, Any]
-    ) -> None:
+    async def _create(self, schedule: Mapping[str, Any], name: str, at: datetime) -> None:
         metadata = schedule["metadata"]
-        backup = {
-            "apiVersion": BACKUPS.api_version,
-            "kind": BACKUPS.kind,
-            "metadata": {
-                "name": name,
-                "namespace": metadata["namespace"],
-                "labels": {SCHEDULE_LABEL: metadata["name"]},
-                "annotations": {SCHEDULED_FOR: _format(at)},
-                "ownerReferences": [
-                    {
-                        "apiVersion": schedule["apiVersion"],
-                        "kind": schedule["kind"],
-                        "name": metadata["name"],
-                        "uid": metadata["uid"],
-                        "controller": True,
-                        "blockOwnerDeletion": True,
-                    }
-                ],
-            },
-            "spec": {
-                "instanceRef": dict(spec.get("instanceRef") or {}),
-                "storage": dict(spec.get("storage") or {}),
-                "ttl": str(spec.get("ttl") or "168h"),
-            },
-        }
+        backup = backup_of(
+            schedule,
+            name,
+            labels={SCHEDULE_LABEL: metadata["name"]},
+            annotations={SCHEDULED_FOR: _format(at)},
+        )
+        backup["metadata"]["ownerReferences"] = [
+            {
+                "apiVersion": schedule["apiVersion"],
+                "kind": schedule["kind"],
+                "name": metadata["name"],
+                "uid": metadata["uid"],
+                "controller": True,
+                "blockOwnerDeletion": True,
+            }
+        ]
         try:
             await self.local.create(BACKUPS, backup)
         except kube.AlreadyExistsError:
@@ -314,27 +329,14 @@ class ScheduleReconciler:
 
     async def _create_final(self, schedule: Mapping[str, Any], name: str) -> None:
         metadata = schedule["metadata"]
-        spec = schedule.get("spec") or {}
-        backup = {
-            "apiVersion": BACKUPS.api_version,
-            "kind": BACKUPS.kind,
-            "metadata": {
-                "name": name,
-                "namespace": metadata["namespace"],
-                "labels": {
-                    FINAL_BACKUP_OF: metadata["name"],
-                    FINAL_BACKUP_OF_UID: metadata["uid"],
-                },
-                # Not owned by the schedule, so it outlives it; and its archive outlives
-                # the Backup, whose role usually goes with the composite.
-                "annotations": {DELETION_POLICY: RETAIN},
-            },
-            "spec": {
-                "instanceRef": dict(spec.get("instanceRef") or {}),
-                "storage": dict(spec.get("storage") or {}),
-                "ttl": str(spec.get("ttl") or "168h"),
-            },
-        }
+        # Not owned by the schedule, so it outlives it; and its archive outlives the
+        # Backup, whose role usually goes with the composite.
+        backup = backup_of(
+            schedule,
+            name,
+            labels={FINAL_BACKUP_OF: metadata["name"], FINAL_BACKUP_OF_UID: metadata["uid"]},
+            annotations={DELETION_POLICY: RETAIN},
+        )
         try:
             await self.local.create(BACKUPS, backup)
         except kube.AlreadyExistsError:

@@ -87,17 +87,22 @@ def world(
             manager.stop()
 
 
-@pytest.fixture
-def controller(world: World, tmp_path: Path) -> Iterator[ProviderProcess]:
-    """The Backup controller's own process; a deleted schedule waits up to a minute."""
-    process = ProviderProcess(
+def start_controller(world: World, log: Path, final_backup_timeout: str) -> ProviderProcess:
+    """The Backup controller's own process, allowed the test's plain-http S3."""
+    return ProviderProcess(
         world.local.server.kubeconfig_path,
-        tmp_path / "controller.log",
+        log,
         "--allowed-s3-endpoint",
         world.s3.endpoint,
-        "--final-backup-timeout=1m",
+        f"--final-backup-timeout={final_backup_timeout}",
         command="controlplane-backup-controller",
     ).start()
+
+
+@pytest.fixture
+def controller(world: World, tmp_path: Path) -> Iterator[ProviderProcess]:
+    """The Backup controller; a deleted schedule waits up to a minute."""
+    process = start_controller(world, tmp_path / "controller.log", "1m")
     try:
         yield process
     finally:
@@ -434,14 +439,7 @@ def test_a_final_backup_that_does_not_complete_releases_the_schedule_saying_so(
 ) -> None:
     hung = contextlib.ExitStack()
     port = hung.enter_context(silent_server())
-    process = ProviderProcess(
-        world.local.server.kubeconfig_path,
-        tmp_path / "controller.log",
-        "--allowed-s3-endpoint",
-        world.s3.endpoint,
-        f"--final-backup-timeout={case.timeout}",
-        command="controlplane-backup-controller",
-    ).start()
+    process = start_controller(world, tmp_path / "controller.log", case.timeout)
     try:
         namespace = team(world, kubeconfig_to(world, port) if case.hung else None)
         if not case.hung:
@@ -478,14 +476,7 @@ def test_a_schedule_in_a_namespace_being_deleted_lets_go_without_waiting_out_the
     world: World, tmp_path: Path
 ) -> None:
     # A long wait: the namespace must go because the schedule gives up at once, not late.
-    process = ProviderProcess(
-        world.local.server.kubeconfig_path,
-        tmp_path / "controller.log",
-        "--allowed-s3-endpoint",
-        world.s3.endpoint,
-        "--final-backup-timeout=30m",
-        command="controlplane-backup-controller",
-    ).start()
+    process = start_controller(world, tmp_path / "controller.log", "30m")
     try:
         namespace = team(world)
         schedule(world, namespace)

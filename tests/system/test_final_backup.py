@@ -10,8 +10,6 @@ that holds objects.
 
 from __future__ import annotations
 
-import threading
-import time
 from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
@@ -30,7 +28,9 @@ from .helpers import (
     SYNC_DEADLINE,
     UP_DEADLINE,
     XR,
+    GoneTimes,
     app_files,
+    bare,
     configmap_value,
     controlplane,
     create,
@@ -67,40 +67,6 @@ COMPOSED = (
 )
 # A schedule that does not fire during the test: the only archive is the final one.
 NEVER = "0 0 1 1 *"
-
-
-class GoneAt:
-    """Records, from a thread, the wall-clock time each watched object stopped existing."""
-
-    def __init__(
-        self,
-        platform: Platform,
-        namespace: str,
-        watched: dict[str, tuple[tuple[str, str, str], str]],
-    ) -> None:
-        self.platform = platform
-        self.namespace = namespace
-        self.watched = watched
-        self.gone: dict[str, float] = {}
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, daemon=True)
-
-    def __enter__(self) -> GoneAt:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self._stop.set()
-        self._thread.join(timeout=10)
-
-    def _loop(self) -> None:
-        while not self._stop.wait(0.2) and len(self.gone) < len(self.watched):
-            for key, (kind, name) in self.watched.items():
-                if (
-                    key not in self.gone
-                    and get(self.platform.kube, kind, self.namespace, name) is None
-                ):
-                    self.gone[key] = time.time()
 
 
 def final_backups(platform: Platform, namespace: str, schedule: str) -> list[dict[str, Any]]:
@@ -165,7 +131,7 @@ def test_a_deleted_controlplane_leaves_a_final_backup_in_its_kept_bucket_and_com
     bucket = composite["status"]["backup"]["bucket"]
 
     watched = {"instance": (INSTANCE, name), "role": (ROLE, f"{name}-backup")}
-    with GoneAt(platform, namespace, watched) as watcher:
+    with GoneTimes(platform, namespace, watched) as watcher:
         delete(platform, XR, namespace, name)
         wait_for(
             "the composite, its Instance and its role gone",
@@ -202,15 +168,12 @@ def test_a_deleted_controlplane_leaves_a_final_backup_in_its_kept_bucket_and_com
     create(
         platform.kube,
         XR,
-        {
-            "apiVersion": "platform.acme.io/v1alpha1",
-            "kind": "ControlPlane",
-            "metadata": {"name": name, "namespace": namespace},
-            "spec": {
-                "backup": {"schedule": NEVER},
-                "restore": {"backupName": final["metadata"]["name"]},
-            },
-        },
+        bare(
+            namespace,
+            name,
+            backup={"schedule": NEVER},
+            restore={"backupName": final["metadata"]["name"]},
+        ),
     )
     wait_ready(platform, XR, namespace, name, timeout=UP_DEADLINE)
     restored = hosted_name(platform, namespace, name)
@@ -227,12 +190,7 @@ def test_a_bucket_not_retained_is_deleted_once_empty_as_aws_deletes_buckets(
     create(
         platform.kube,
         XR,
-        {
-            "apiVersion": "platform.acme.io/v1alpha1",
-            "kind": "ControlPlane",
-            "metadata": {"name": name, "namespace": namespace},
-            "spec": {"backup": {"schedule": NEVER, "bucket": {"retainOnDelete": False}}},
-        },
+        bare(namespace, name, backup={"schedule": NEVER, "bucket": {"retainOnDelete": False}}),
     )
     composite = wait_ready(platform, XR, namespace, name)
     bucket = composite["status"]["backup"]["bucket"]
