@@ -28,16 +28,19 @@ INSTANCE = "instance"
 GIT_REPOSITORY = "git-repository"
 KUSTOMIZATION = "kustomization"
 BACKUP_ROLE = "backup-role"
+BACKUP_POLICY = "backup-policy"
 BACKUP_ATTACHMENT = "backup-role-policy-attachment"
 BACKUP_SCHEDULE = "backup-schedule"
 BACKUP_BUCKET = "backup-bucket"
 
 # (used, user): the user must be deleted before what it uses. The schedule's final
-# Backup needs the Instance, the role and (when it is not retained) the bucket.
+# Backup needs the Instance, the role with its policy, and (when it is not retained)
+# the bucket.
 DEPENDENCIES = (
     (INSTANCE, KUSTOMIZATION),
     (INSTANCE, BACKUP_SCHEDULE),
     (BACKUP_ROLE, BACKUP_SCHEDULE),
+    (BACKUP_POLICY, BACKUP_SCHEDULE),
     (BACKUP_ATTACHMENT, BACKUP_SCHEDULE),
     (BACKUP_BUCKET, BACKUP_SCHEDULE),
 )

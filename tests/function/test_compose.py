@@ -18,6 +18,7 @@ USAGE_INSTANCE_SCHEDULE = "usage-instance-by-backup-schedule"
 USAGE_ROLE_SCHEDULE = "usage-backup-role-by-backup-schedule"
 USAGE_ATTACHMENT_SCHEDULE = "usage-backup-role-policy-attachment-by-backup-schedule"
 USAGE_BUCKET_SCHEDULE = "usage-backup-bucket-by-backup-schedule"
+USAGE_POLICY_SCHEDULE = "usage-backup-policy-by-backup-schedule"
 BUCKET_PARTS = {
     "backup-bucket",
     "backup-bucket-versioning",
@@ -101,7 +102,7 @@ RESOURCES_CASES = [
     ),
     ResourcesCase(
         reason="Once the role reports its ARN the BackupSchedule appears, with Usages of the "
-        "instance, the role, the attachment and the bucket.",
+        "instance, the role, its policy, the attachment and the bucket.",
         spec={"backup": b.BACKUP},
         seen={"backup-role": b.role_with_arn()},
         want={"instance", "backup-schedule"}
@@ -111,6 +112,7 @@ RESOURCES_CASES = [
             USAGE_INSTANCE_SCHEDULE,
             USAGE_ROLE_SCHEDULE,
             USAGE_ATTACHMENT_SCHEDULE,
+            USAGE_POLICY_SCHEDULE,
             USAGE_BUCKET_SCHEDULE,
         },
     ),
@@ -120,7 +122,12 @@ RESOURCES_CASES = [
         seen={"backup-role": b.role_with_arn()},
         want={"instance", "backup-schedule"}
         | IAM_PARTS
-        | {USAGE_INSTANCE_SCHEDULE, USAGE_ROLE_SCHEDULE, USAGE_ATTACHMENT_SCHEDULE},
+        | {
+            USAGE_INSTANCE_SCHEDULE,
+            USAGE_ROLE_SCHEDULE,
+            USAGE_ATTACHMENT_SCHEDULE,
+            USAGE_POLICY_SCHEDULE,
+        },
     ),
     ResourcesCase(
         reason="A BackupSchedule already composed stays when the role's ARN vanishes.",
@@ -136,6 +143,7 @@ RESOURCES_CASES = [
             USAGE_INSTANCE_SCHEDULE,
             USAGE_ROLE_SCHEDULE,
             USAGE_ATTACHMENT_SCHEDULE,
+            USAGE_POLICY_SCHEDULE,
             USAGE_BUCKET_SCHEDULE,
         },
     ),
@@ -151,6 +159,7 @@ RESOURCES_CASES = [
             USAGE_INSTANCE_SCHEDULE,
             USAGE_ROLE_SCHEDULE,
             USAGE_ATTACHMENT_SCHEDULE,
+            USAGE_POLICY_SCHEDULE,
             USAGE_BUCKET_SCHEDULE,
         },
     ),
@@ -200,6 +209,12 @@ USAGE_CASES = [
         "The BackupSchedule holds the attachment that grants the role its policy.",
         USAGE_ATTACHMENT_SCHEDULE,
         ("RolePolicyAttachment", "myctp-backup"),
+        ("BackupSchedule", "myctp"),
+    ),
+    UsageCase(
+        "The BackupSchedule holds the policy that lets the role write (its final Backup too).",
+        USAGE_POLICY_SCHEDULE,
+        ("Policy", "myctp-backup"),
         ("BackupSchedule", "myctp"),
     ),
     UsageCase(
