@@ -79,7 +79,7 @@ class Options:
     debug: bool
     s3_endpoints: EndpointPolicy
     # The Backup controller's: how long a deleted schedule waits for its final Backup.
-    final_backup_timeout: float = 0.0
+    final_backup_timeout: float = parse_go_duration(DEFAULT_FINAL_BACKUP_TIMEOUT)
 
 
 Build = Callable[[Cluster, Options], tuple[list[Controller], Callable[[], Awaitable[None]]]]
