@@ -144,6 +144,42 @@ def test_a_bucket_holding_objects_is_kept_with_the_reason_until_it_is_empty(
     assert not cloud.bucket_exists(name)
 
 
+def test_a_versioned_bucket_refused_as_not_empty_goes_with_force_destroy(
+    standin: AwsStandin,
+    aws_kube: Kube,
+    cloud: Cloud,
+    seaweed: SeaweedFS,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    name = f"deletion-{next(_names)}"
+    bucket = managed("Bucket", name, CASES[0], {"region": "us-east-1"})
+    apply(aws_kube, [bucket])
+    wait_ready(aws_kube, bucket)
+    # Versioned, as the composed bucket is: an object leaves versions behind it.
+    cloud.put_versioning(name, "Enabled")
+    seaweed.configure(monkeypatch)
+    store = Store.connect(StorageSpec(name, "us-east-1", endpoint=seaweed.endpoint))
+    with store.writer("team/final.tar.gz") as stream:
+        stream.write(b"archive")
+    store.delete("team/final.tar.gz")  # a delete marker; the version stays
+
+    aws_kube.delete("buckets", NAMESPACE, name, "s3.aws.m.upbound.io", "v1beta1")
+    refused = wait_for("the deletion refused", lambda: _refused(aws_kube, bucket), READY_SECONDS)
+    assert "BucketNotEmpty" in refused["message"]
+    assert cloud.bucket_exists(name)
+
+    aws_kube.patch(
+        "buckets",
+        NAMESPACE,
+        name,
+        {"spec": {"forProvider": {"forceDestroy": True}}},
+        "s3.aws.m.upbound.io",
+        "v1beta1",
+    )
+    wait_gone(aws_kube, bucket)
+    assert not cloud.bucket_exists(name)
+
+
 def _refused(kube: Kube, obj: dict[str, Any]) -> dict[str, Any] | None:
     synced = condition(fetch(kube, obj), "Synced")
     return synced if synced.get("status") == "False" else None
