@@ -118,6 +118,36 @@ def test_deleting_the_managed_resource_deletes_or_keeps_the_external_one(
     assert (cloud.role(name) is not None) is case.kept
 
 
+def refused_bucket(
+    aws_kube: Kube,
+    cloud: Cloud,
+    seaweed: SeaweedFS,
+    monkeypatch: pytest.MonkeyPatch,
+    *,
+    versioned: bool,
+) -> tuple[str, dict[str, Any], Store]:
+    """A bucket holding an archive, deleted, its deletion refused as not empty."""
+    name = f"deletion-{next(_names)}"
+    bucket = managed("Bucket", name, CASES[0], {"region": "us-east-1"})
+    apply(aws_kube, [bucket])
+    wait_ready(aws_kube, bucket)
+    if versioned:
+        cloud.put_versioning(name, "Enabled")
+    seaweed.configure(monkeypatch)
+    store = Store.connect(StorageSpec(name, "us-east-1", endpoint=seaweed.endpoint))
+    with store.writer("kept/archive.tar.gz") as stream:
+        stream.write(b"archive")
+    if versioned:
+        # A delete marker: the version stays, and so does the bucket's content.
+        store.delete("kept/archive.tar.gz")
+
+    aws_kube.delete("buckets", NAMESPACE, name, "s3.aws.m.upbound.io", "v1beta1")
+    refused = wait_for("the deletion refused", lambda: _refused(aws_kube, bucket), READY_SECONDS)
+    assert "BucketNotEmpty" in refused["message"]
+    assert cloud.bucket_exists(name)
+    return name, bucket, store
+
+
 def test_a_bucket_holding_objects_is_kept_with_the_reason_until_it_is_empty(
     standin: AwsStandin,
     aws_kube: Kube,
@@ -125,20 +155,7 @@ def test_a_bucket_holding_objects_is_kept_with_the_reason_until_it_is_empty(
     seaweed: SeaweedFS,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    name = f"deletion-{next(_names)}"
-    bucket = managed("Bucket", name, CASES[0], {"region": "us-east-1"})
-    apply(aws_kube, [bucket])
-    wait_ready(aws_kube, bucket)
-    seaweed.configure(monkeypatch)
-    store = Store.connect(StorageSpec(name, "us-east-1", endpoint=seaweed.endpoint))
-    with store.writer("kept/archive.tar.gz") as stream:
-        stream.write(b"archive")
-
-    aws_kube.delete("buckets", NAMESPACE, name, "s3.aws.m.upbound.io", "v1beta1")
-
-    refused = wait_for("the deletion refused", lambda: _refused(aws_kube, bucket), READY_SECONDS)
-    assert "BucketNotEmpty" in refused["message"]
-    assert cloud.bucket_exists(name)
+    name, bucket, store = refused_bucket(aws_kube, cloud, seaweed, monkeypatch, versioned=False)
     store.delete("kept/archive.tar.gz")
     wait_gone(aws_kube, bucket)
     assert not cloud.bucket_exists(name)
@@ -151,23 +168,8 @@ def test_a_versioned_bucket_refused_as_not_empty_goes_with_force_destroy(
     seaweed: SeaweedFS,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    name = f"deletion-{next(_names)}"
-    bucket = managed("Bucket", name, CASES[0], {"region": "us-east-1"})
-    apply(aws_kube, [bucket])
-    wait_ready(aws_kube, bucket)
-    # Versioned, as the composed bucket is: an object leaves versions behind it.
-    cloud.put_versioning(name, "Enabled")
-    seaweed.configure(monkeypatch)
-    store = Store.connect(StorageSpec(name, "us-east-1", endpoint=seaweed.endpoint))
-    with store.writer("team/final.tar.gz") as stream:
-        stream.write(b"archive")
-    store.delete("team/final.tar.gz")  # a delete marker; the version stays
-
-    aws_kube.delete("buckets", NAMESPACE, name, "s3.aws.m.upbound.io", "v1beta1")
-    refused = wait_for("the deletion refused", lambda: _refused(aws_kube, bucket), READY_SECONDS)
-    assert "BucketNotEmpty" in refused["message"]
-    assert cloud.bucket_exists(name)
-
+    # Versioned, as the composed bucket is: a deleted archive leaves its version behind.
+    name, bucket, _ = refused_bucket(aws_kube, cloud, seaweed, monkeypatch, versioned=True)
     aws_kube.patch(
         "buckets",
         NAMESPACE,
