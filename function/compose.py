@@ -28,15 +28,21 @@ INSTANCE = "instance"
 GIT_REPOSITORY = "git-repository"
 KUSTOMIZATION = "kustomization"
 BACKUP_ROLE = "backup-role"
+BACKUP_POLICY = "backup-policy"
 BACKUP_ATTACHMENT = "backup-role-policy-attachment"
 BACKUP_SCHEDULE = "backup-schedule"
+BACKUP_BUCKET = "backup-bucket"
 
-# (used, user): the user must be deleted before what it uses.
+# (used, user): the user must be deleted before what it uses. The schedule's final
+# Backup needs the Instance, the role with its policy, and (when it is not retained)
+# the bucket.
 DEPENDENCIES = (
     (INSTANCE, KUSTOMIZATION),
     (INSTANCE, BACKUP_SCHEDULE),
     (BACKUP_ROLE, BACKUP_SCHEDULE),
+    (BACKUP_POLICY, BACKUP_SCHEDULE),
     (BACKUP_ATTACHMENT, BACKUP_SCHEDULE),
+    (BACKUP_BUCKET, BACKUP_SCHEDULE),
 )
 
 INSTANCE_READY = "InstanceReady"
@@ -217,7 +223,11 @@ class _Composition:
         )
         ttl = backup.ttl or settings.defaults.ttl
         if backup.bucket.name is None:
-            self.desired.update(storage.bucket_objects(self.target, bucket, region, ttl))
+            self.desired.update(
+                storage.bucket_objects(
+                    self.target, bucket, region, ttl, retain=backup.bucket.retain_on_delete
+                )
+            )
         self.desired.update(iam.role_objects(self.target, bucket))
         # The ARN, or the one the schedule already carries while the role flickers.
         role_arn = _first(
@@ -237,6 +247,7 @@ class _Composition:
                     role_arn,
                     iam.assume_role_with(settings.trust),
                 ),
+                final_backup=backup.final_backup,
             )
         else:
             self.awaiting = True

@@ -136,6 +136,8 @@ class BucketRef(_Strict):
 
     name: BucketName | None = None
     region: Region | None = None
+    # A dedicated bucket outlives the composite, so its final and earlier backups stay restorable.
+    retain_on_delete: bool = True
 
 
 class Backup(_Strict):
@@ -144,6 +146,8 @@ class Backup(_Strict):
     schedule: Cron | None = None
     ttl: Duration | None = None
     suspend: bool = False
+    # A last Backup is taken before the control plane is deleted.
+    final_backup: bool = True
     bucket: BucketRef = BucketRef()
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import os
 import re
@@ -23,6 +24,7 @@ import signal
 import socket
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 import click
@@ -53,6 +55,8 @@ PROVIDER = "controlplane-provider"
 BACKUP_CONTROLLER = "controlplane-backup-controller"
 DEFAULT_POLL = "1m"
 DEFAULT_SYNC = "1h"
+DEFAULT_FINAL_BACKUP_TIMEOUT = "30m"
+MINIMUM_FINAL_BACKUP_TIMEOUT_SECONDS = 1.0
 MINIMUM_POLL_SECONDS = 1.0
 MINIMUM_SYNC_SECONDS = 1.0
 DIGITS = re.compile(r"[0-9]+")
@@ -74,6 +78,8 @@ class Options:
     lease: str
     debug: bool
     s3_endpoints: EndpointPolicy
+    # The Backup controller's: how long a deleted schedule waits for its final Backup.
+    final_backup_timeout: float = parse_go_duration(DEFAULT_FINAL_BACKUP_TIMEOUT)
 
 
 Build = Callable[[Cluster, Options], tuple[list[Controller], Callable[[], Awaitable[None]]]]
@@ -239,6 +245,21 @@ PROVIDER_FLAGS: list[Flag] = [
 ]
 
 
+BACKUP_FLAGS: list[Flag] = [
+    click.option(
+        "--final-backup-timeout",
+        type=Duration(MINIMUM_FINAL_BACKUP_TIMEOUT_SECONDS),
+        default=DEFAULT_FINAL_BACKUP_TIMEOUT,
+        show_default=True,
+        show_envvar=True,
+        help=(
+            "How long a deleted BackupSchedule waits for its final Backup before it lets "
+            "go, saying in an event and a condition that the data was not saved."
+        ),
+    ),
+]
+
+
 def _with(flags: list[Flag]) -> Flag:
     """Add ``flags`` to a command, in the order listed."""
 
@@ -303,11 +324,13 @@ def backup_options(**flags: Any) -> Options:
     It has nothing to poll (a BackupSchedule wakes at its own times), so it
     takes no --poll; the interval is unused.
     """
-    return _options(BACKUP_CONTROLLER, parse_go_duration(DEFAULT_POLL), **flags)
+    final_backup_timeout = float(flags.pop("final_backup_timeout"))
+    options = _options(BACKUP_CONTROLLER, parse_go_duration(DEFAULT_POLL), **flags)
+    return dataclasses.replace(options, final_backup_timeout=final_backup_timeout)
 
 
 @click.command(BACKUP_CONTROLLER, context_settings=_env_prefix(BACKUP_CONTROLLER))
-@_with(COMMON_FLAGS)
+@_with([*BACKUP_FLAGS, *COMMON_FLAGS])
 def backup_main(**flags: Any) -> None:
     """Run the Backup and BackupSchedule controllers."""
     options = backup_options(**flags)
@@ -417,7 +440,11 @@ def backup_controllers(
 ) -> tuple[list[Controller], Callable[[], Awaitable[None]]]:
     """The Backup and BackupSchedule controllers on ``cluster``."""
     backups = BackupReconciler(cluster, endpoints=options.s3_endpoints)
-    schedules = ScheduleReconciler(cluster, endpoints=options.s3_endpoints)
+    schedules = ScheduleReconciler(
+        cluster,
+        endpoints=options.s3_endpoints,
+        final_backup_timeout=timedelta(seconds=options.final_backup_timeout),
+    )
     controllers = [
         Controller(
             "backup",

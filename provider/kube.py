@@ -355,6 +355,22 @@ class Cluster:
             if not token:
                 return
 
+    async def is_namespaced(self, api_version: str, kind: str) -> bool | None:
+        """Whether ``kind`` of ``api_version`` is namespaced, from discovery; None if not served.
+
+        An ownerReference does not say whether its owner is namespaced (a namespaced
+        object may be owned by a cluster-scoped one): discovery does.
+        """
+        path = f"/apis/{api_version}" if "/" in api_version else f"/api/{api_version}"
+        try:
+            answer = await self.request("GET", path, label="discovery")
+        except NotFoundError:
+            return None
+        for resource in answer.get("resources") or []:
+            if resource.get("kind") == kind and "/" not in str(resource.get("name", "")):
+                return bool(resource.get("namespaced"))
+        return None
+
     async def apply(
         self,
         resource: Resource,

@@ -155,7 +155,12 @@ BOUNDARIES = [
     ),
     Boundary(
         reason="the backup archive layout and schedules are pure: no I/O, no controller",
-        files=("provider/backup/archive.py", "provider/backup/cron.py", "provider/backup/plan.py"),
+        files=(
+            "provider/backup/archive.py",
+            "provider/backup/cron.py",
+            "provider/backup/plan.py",
+            "provider/backup/final.py",
+        ),
         forbidden=("provider", "kubernetes", "aiohttp", "boto3", "botocore", "socket", "ssl"),
         allowed=("provider.backup.archive", "provider.backup.cron", "provider.backup.plan"),
     ),

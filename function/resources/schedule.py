@@ -23,9 +23,18 @@ class Storage:
 
 
 def backup_schedule(
-    target: Target, schedule: str, ttl: str, suspend: bool, storage: Storage
+    target: Target,
+    schedule: str,
+    ttl: str,
+    suspend: bool,
+    storage: Storage,
+    *,
+    final_backup: bool,
 ) -> dict[str, Any]:
-    """The BackupSchedule of the composite's Instance."""
+    """The BackupSchedule of the composite's Instance.
+
+    ``final_backup``: the schedule takes a last Backup when it is deleted.
+    """
     return target.object(
         API_VERSION,
         KIND,
@@ -35,6 +44,7 @@ def backup_schedule(
             "schedule": schedule,
             "ttl": ttl,
             "suspend": suspend,
+            "finalBackup": final_backup,
             "storage": {
                 "bucket": storage.bucket,
                 "prefix": storage.prefix,

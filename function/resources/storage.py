@@ -17,8 +17,16 @@ _LIFECYCLE_GRACE = timedelta(days=1)
 _NONCURRENT_DAYS = 7
 
 
-def bucket_objects(target: Target, bucket: str, region: str, ttl: str) -> dict[str, dict[str, Any]]:
-    """The Bucket and its four configuration objects, by composition resource name."""
+def bucket_objects(
+    target: Target, bucket: str, region: str, ttl: str, *, retain: bool
+) -> dict[str, dict[str, Any]]:
+    """The Bucket and its four configuration objects, by composition resource name.
+
+    ``retain`` keeps all five when the composite is deleted, not the bucket alone:
+    deleting the lifecycle configuration would stop old archives from expiring, and
+    deleting versioning, encryption or the public-access block would undo the
+    hardening of a bucket that still holds a team's backups.
+    """
     name = target.names.bucket_object
     ref = {"bucketRef": {"name": name}, "region": region}
     kms_key = target.settings.backup.kms_key_arn if target.settings.backup else ""
@@ -28,10 +36,13 @@ def bucket_objects(target: Target, bucket: str, region: str, ttl: str) -> dict[s
     expire_days = math.ceil((rules.parse_duration(ttl) + _LIFECYCLE_GRACE) / timedelta(days=1))
     return {
         "backup-bucket": target.aws_object(
-            "Bucket", name, {"region": region}, external_name=bucket
+            "Bucket", name, {"region": region}, external_name=bucket, retain=retain
         ),
         "backup-bucket-versioning": target.aws_object(
-            "BucketVersioning", name, {**ref, "versioningConfiguration": {"status": "Enabled"}}
+            "BucketVersioning",
+            name,
+            {**ref, "versioningConfiguration": {"status": "Enabled"}},
+            retain=retain,
         ),
         "backup-bucket-encryption": target.aws_object(
             "BucketServerSideEncryptionConfiguration",
@@ -45,6 +56,7 @@ def bucket_objects(target: Target, bucket: str, region: str, ttl: str) -> dict[s
                     }
                 ],
             },
+            retain=retain,
         ),
         "backup-bucket-public-access-block": target.aws_object(
             "BucketPublicAccessBlock",
@@ -56,6 +68,7 @@ def bucket_objects(target: Target, bucket: str, region: str, ttl: str) -> dict[s
                 "ignorePublicAcls": True,
                 "restrictPublicBuckets": True,
             },
+            retain=retain,
         ),
         "backup-bucket-lifecycle": target.aws_object(
             "BucketLifecycleConfiguration",
@@ -73,5 +86,6 @@ def bucket_objects(target: Target, bucket: str, region: str, ttl: str) -> dict[s
                     }
                 ],
             },
+            retain=retain,
         ),
     }

@@ -32,6 +32,9 @@ _CLUSTER_AWS = {
     "RolePolicyAttachment": "iam.aws.upbound.io/v1beta1",
 }
 EXTERNAL_NAME = "crossplane.io/external-name"
+# Every action but Delete: crossplane-runtime's way to orphan a namespaced (v2) managed
+# resource, whose kinds have no deletionPolicy.
+RETAIN_POLICIES = ["Observe", "Create", "Update", "LateInitialize"]
 
 
 @dataclass(frozen=True)
@@ -73,19 +76,28 @@ class Target:
         for_provider: dict[str, Any],
         *,
         external_name: str | None = None,
+        retain: bool = False,
     ) -> dict[str, Any]:
-        """A provider-upjet-aws managed resource in this composite's flavour."""
+        """A provider-upjet-aws managed resource in this composite's flavour.
+
+        ``retain`` keeps the external resource when the managed resource is deleted:
+        ``managementPolicies`` without Delete for a namespaced kind,
+        ``deletionPolicy: Orphan`` for a cluster-scoped one.
+        """
         api_versions = _CLUSTER_AWS if self.legacy else _NAMESPACED_AWS
+        spec: dict[str, Any] = {
+            "forProvider": for_provider,
+            "providerConfigRef": self.provider_config_ref(self.settings.aws.provider_config_ref),
+        }
+        if retain and self.legacy:
+            spec["deletionPolicy"] = "Orphan"
+        elif retain:
+            spec["managementPolicies"] = list(RETAIN_POLICIES)
         return self.object(
             api_versions[kind],
             kind,
             name,
-            {
-                "forProvider": for_provider,
-                "providerConfigRef": self.provider_config_ref(
-                    self.settings.aws.provider_config_ref
-                ),
-            },
+            spec,
             annotations={EXTERNAL_NAME: external_name} if external_name else None,
             namespaced=not self.legacy,
         )

@@ -3,7 +3,12 @@
 A Backup is a one-shot object: Pending, then InProgress, then Completed or
 Failed, never run again once finished. A failed attempt aborts its multipart
 upload and is retried with backoff up to ``MAX_ATTEMPTS``; nothing is marked
-Completed without a complete object. Deleting a Backup deletes its archive.
+Completed without a complete object. Deleting a Backup deletes its archive,
+unless the Backup is annotated ``deletion-policy: Retain`` (as a final Backup
+is, and as a schedule marks the Backups it owns when it is itself deleted) or
+its controlling schedule is being deleted or gone: a Backup deleted by the
+garbage collector's cascade keeps its archive, which the bucket's lifecycle
+rule expires.
 """
 
 from __future__ import annotations
@@ -29,6 +34,9 @@ from provider.model import GROUP, INSTANCES, KUBECONFIG_KEY, VERSION
 BACKUPS = Resource(GROUP, VERSION, "backups", "Backup")
 BACKUP_SCHEDULES = Resource(GROUP, VERSION, "backupschedules", "BackupSchedule")
 ARCHIVE_FINALIZER = "controlplane.spaces.upbound.io/archive"
+# Delete (the default) or Retain, as a VolumeSnapshotContent's deletionPolicy.
+DELETION_POLICY = "controlplane.spaces.upbound.io/deletion-policy"
+RETAIN = "Retain"
 MAX_ATTEMPTS = 3
 PENDING, IN_PROGRESS, COMPLETED, FAILED = "Pending", "InProgress", "Completed", "Failed"
 
@@ -271,8 +279,17 @@ class BackupReconciler:
         return Result(requeue=True)
 
     async def _delete(self, backup: dict[str, Any]) -> Result:
-        """Delete the archive, then let the Backup go."""
+        """Delete the archive (unless it is to be kept), then let the Backup go."""
         location = (backup.get("status") or {}).get("location") or {}
+        if location.get("key") and await self._keeps_archive(backup):
+            await self.events.record(
+                backup,
+                "Normal",
+                "ArchiveKept",
+                f"the archive s3://{location.get('bucket')}/{location['key']} is kept; "
+                "the bucket's lifecycle rule expires it",
+            )
+            location = {}
         if location.get("key"):
             spec = storage_spec(backup["spec"]["storage"], backup["metadata"]["namespace"])
             try:
@@ -303,3 +320,32 @@ class BackupReconciler:
             backup["metadata"]["finalizers"] = finalizers
             await self.local.replace(BACKUPS, backup)
         return Result()
+
+    async def _keeps_archive(self, backup: Mapping[str, Any]) -> bool:
+        """Retain, or deleted in the cascade of its schedule's deletion."""
+        metadata = backup["metadata"]
+        if (metadata.get("annotations") or {}).get(DELETION_POLICY) == RETAIN:
+            return True
+        owner = controller_of(backup)
+        if owner is None or owner.get("kind") != BACKUP_SCHEDULES.kind:
+            return False
+        # The schedule marks its Backups Retain before it lets go; this covers a
+        # foreground deletion, whose cascade may reach a Backup before the mark.
+        schedule = await self.local.get(BACKUP_SCHEDULES, metadata["namespace"], owner["name"])
+        return (
+            schedule is None
+            or schedule["metadata"].get("uid") != owner.get("uid")
+            or bool(schedule["metadata"].get("deletionTimestamp"))
+        )
+
+
+def controller_of(obj: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The object's controlling ownerReference, if any."""
+    return next(
+        (
+            dict(ref)
+            for ref in obj["metadata"].get("ownerReferences") or []
+            if ref.get("controller")
+        ),
+        None,
+    )

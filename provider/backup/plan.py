@@ -93,16 +93,28 @@ def backup_name(schedule: str, at: datetime) -> str:
     Raises:
         ValueError: ``at`` is naive.
     """
+    return stamped_name(schedule, "", at)
+
+
+def stamped_name(schedule: str, infix: str, at: datetime) -> str:
+    """``<schedule><infix>-<UTC yyyymmddhhmmss>``, at most 63 characters.
+
+    Only the schedule part is shortened (cut, then 8 hex characters of its sha256),
+    so the infix and the time always stay readable.
+
+    Raises:
+        ValueError: ``at`` is naive.
+    """
     if at.tzinfo is None or at.utcoffset() is None:
         msg = f"at must be timezone-aware (got {at.isoformat()})"
         raise ValueError(msg)
     stamp = f"{at.astimezone(UTC):%Y%m%d%H%M%S}"
-    if len(schedule) + _STAMP_LENGTH > MAX_NAME_LENGTH:
+    if len(schedule) + len(infix) + _STAMP_LENGTH > MAX_NAME_LENGTH:
         digest = hashlib.sha256(schedule.encode()).hexdigest()[:_DIGEST_LENGTH]
-        kept = MAX_NAME_LENGTH - _STAMP_LENGTH - len(digest) - 1
+        kept = MAX_NAME_LENGTH - _STAMP_LENGTH - len(infix) - len(digest) - 1
         # A cut that ends in "-" or "." would leave an invalid label before the digest.
         schedule = f"{schedule[:kept].rstrip('-.')}-{digest}"
-    return f"{schedule}-{stamp}"
+    return f"{schedule}{infix}-{stamp}"
 
 
 def parse_ttl(text: str) -> timedelta:

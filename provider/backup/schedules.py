@@ -1,18 +1,34 @@
 """The BackupSchedule controller: makes Backups when they are due, prunes expired ones.
 
-The decisions are ``backup.plan``'s; this module reads and writes the
-objects. Backups are named after the firing time they are for, so a
-controller restarted around a due time never makes two.
+The decisions are ``backup.plan``'s and ``backup.final``'s; this module reads
+and writes the objects. Backups are named after the firing time they are for,
+so a controller restarted around a due time never makes two.
+
+A schedule holds a finalizer. Being deleted, it first marks the Backups it owns
+``deletion-policy: Retain`` (the garbage collector deletes them once the
+schedule is gone, and their archives must stay restorable in the bucket), then
+takes its final Backup, not owned by it, and lets go once that Backup is
+Completed or Failed, or the bounded wait is over: saying so in an event and the
+``FinalBackup`` condition, and in an event on the composite that owns it.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from provider import kube
-from provider.backup.backups import BACKUP_SCHEDULES, BACKUPS, check_storage
+from provider.backup import final
+from provider.backup.backups import (
+    BACKUP_SCHEDULES,
+    BACKUPS,
+    DELETION_POLICY,
+    RETAIN,
+    check_storage,
+    controller_of,
+)
 from provider.backup.cron import Cron, CronError
 from provider.backup.plan import BackupRecord, parse_ttl, plan
 from provider.backup.tenancy import EndpointPolicy, TenancyError
@@ -22,9 +38,23 @@ from provider.managed.reconciler import Result
 
 SCHEDULE_LABEL = "controlplane.spaces.upbound.io/schedule"
 SCHEDULED_FOR = "controlplane.spaces.upbound.io/scheduled-for"
+FINALIZER = "controlplane.spaces.upbound.io/final-backup"
+# The final Backup's labels: its schedule's name (to find it, and to wake the
+# schedule when it changes) and uid (a schedule re-created under the same name
+# takes a final Backup of its own).
+FINAL_BACKUP_OF = "controlplane.spaces.upbound.io/final-backup-of"
+FINAL_BACKUP_OF_UID = "controlplane.spaces.upbound.io/final-backup-of-uid"
+FINAL_CONDITION = "FinalBackup"
+# The API server's answer to a create in a namespace being deleted.
+TERMINATING = "because it is being terminated"
+DEFAULT_FINAL_BACKUP_TIMEOUT = timedelta(minutes=30)
 _TIME = "%Y-%m-%dT%H:%M:%SZ"
 # Look again at least this often, so a clock jump or a missed event is caught.
 MAX_WAIT = timedelta(minutes=5)
+# While a final Backup runs; its own changes wake the schedule sooner.
+FINAL_POLL = timedelta(seconds=30)
+
+log = logging.getLogger(__name__)
 
 
 def _parse_time(value: object) -> datetime | None:
@@ -60,10 +90,50 @@ def record(backup: Mapping[str, Any]) -> BackupRecord:
 
 
 def schedule_of_backup(backup: dict[str, Any]) -> list[tuple[str, str]]:
-    """The key of the schedule that owns a Backup (a watch mapper)."""
+    """The key of the schedule that owns a Backup, or whose final Backup it is (a watch mapper)."""
     metadata = backup.get("metadata") or {}
-    name = (metadata.get("labels") or {}).get(SCHEDULE_LABEL)
+    labels = metadata.get("labels") or {}
+    name = labels.get(SCHEDULE_LABEL) or labels.get(FINAL_BACKUP_OF)
     return [(str(metadata.get("namespace", "")), name)] if name else []
+
+
+def final_record(backup: Mapping[str, Any]) -> final.FinalBackup:
+    """What the final-backup decision needs to know of a Backup."""
+    status = backup.get("status") or {}
+    failed: dict[str, Any] = next(
+        (c for c in status.get("conditions") or [] if c.get("type") == "Failed"), {}
+    )
+    return final.FinalBackup(
+        name=str(backup["metadata"]["name"]),
+        phase=str(status.get("phase") or ""),
+        message=str(failed.get("message") or ""),
+    )
+
+
+def backup_of(
+    schedule: Mapping[str, Any],
+    name: str,
+    *,
+    labels: dict[str, str],
+    annotations: dict[str, str],
+) -> dict[str, Any]:
+    """A Backup of what the schedule backs up, where it stores it, for as long."""
+    spec = schedule.get("spec") or {}
+    return {
+        "apiVersion": BACKUPS.api_version,
+        "kind": BACKUPS.kind,
+        "metadata": {
+            "name": name,
+            "namespace": schedule["metadata"]["namespace"],
+            "labels": labels,
+            "annotations": annotations,
+        },
+        "spec": {
+            "instanceRef": dict(spec.get("instanceRef") or {}),
+            "storage": dict(spec.get("storage") or {}),
+            "ttl": str(spec.get("ttl") or "168h"),
+        },
+    }
 
 
 class ScheduleReconciler:
@@ -75,22 +145,35 @@ class ScheduleReconciler:
         *,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         endpoints: EndpointPolicy | None = None,
+        final_backup_timeout: timedelta = DEFAULT_FINAL_BACKUP_TIMEOUT,
     ) -> None:
         """``clock`` is the time the schedule runs by (tests drive it).
 
         ``endpoints`` are the S3 endpoints the operator allows; a schedule naming
-        another makes no Backups.
+        another makes no Backups. ``final_backup_timeout`` bounds how long a schedule
+        being deleted waits for its final Backup, from its deletionTimestamp.
         """
         self.local = local
         self.clock = clock
         self.endpoints = endpoints or EndpointPolicy()
+        self.final_backup_timeout = final_backup_timeout
         self.events = EventRecorder(local, "controlplane-backup-controller")
 
     async def reconcile(self, namespace: str, name: str) -> Result:
-        """Create the due Backup, delete expired ones, report the schedule's status."""
+        """Create the due Backup, delete expired ones, report the schedule's status.
+
+        A schedule being deleted takes its final Backup and lets go instead.
+        """
         schedule = await self.local.get(BACKUP_SCHEDULES, namespace, name)
-        if schedule is None or schedule["metadata"].get("deletionTimestamp"):
+        if schedule is None:
             return Result()
+        if schedule["metadata"].get("deletionTimestamp"):
+            return await self._finalize(schedule)
+        return await self._keep(await self._hold(schedule))
+
+    async def _keep(self, schedule: dict[str, Any]) -> Result:
+        """Create the due Backup, delete expired ones, report the schedule's status."""
+        namespace, name = schedule["metadata"]["namespace"], schedule["metadata"]["name"]
         spec = schedule.get("spec") or {}
         status = schedule.setdefault("status", {})
         before = dict(status)
@@ -124,7 +207,7 @@ class ScheduleReconciler:
             backups=[record(b) for b in owned],
         )
         if decision.create is not None and decision.scheduled_for is not None:
-            await self._create(schedule, decision.create, decision.scheduled_for, spec)
+            await self._create(schedule, decision.create, decision.scheduled_for)
             status["lastScheduleTime"] = _format(decision.scheduled_for)
             status["lastBackup"] = decision.create
         elif decision.last_backup:
@@ -148,35 +231,24 @@ class ScheduleReconciler:
         wait = min(decision.next_run - now, MAX_WAIT)
         return Result(requeue_after=max(wait.total_seconds(), 1.0))
 
-    async def _create(
-        self, schedule: Mapping[str, Any], name: str, at: datetime, spec: Mapping[str, Any]
-    ) -> None:
+    async def _create(self, schedule: Mapping[str, Any], name: str, at: datetime) -> None:
         metadata = schedule["metadata"]
-        backup = {
-            "apiVersion": BACKUPS.api_version,
-            "kind": BACKUPS.kind,
-            "metadata": {
-                "name": name,
-                "namespace": metadata["namespace"],
-                "labels": {SCHEDULE_LABEL: metadata["name"]},
-                "annotations": {SCHEDULED_FOR: _format(at)},
-                "ownerReferences": [
-                    {
-                        "apiVersion": schedule["apiVersion"],
-                        "kind": schedule["kind"],
-                        "name": metadata["name"],
-                        "uid": metadata["uid"],
-                        "controller": True,
-                        "blockOwnerDeletion": True,
-                    }
-                ],
-            },
-            "spec": {
-                "instanceRef": dict(spec.get("instanceRef") or {}),
-                "storage": dict(spec.get("storage") or {}),
-                "ttl": str(spec.get("ttl") or "168h"),
-            },
-        }
+        backup = backup_of(
+            schedule,
+            name,
+            labels={SCHEDULE_LABEL: metadata["name"]},
+            annotations={SCHEDULED_FOR: _format(at)},
+        )
+        backup["metadata"]["ownerReferences"] = [
+            {
+                "apiVersion": schedule["apiVersion"],
+                "kind": schedule["kind"],
+                "name": metadata["name"],
+                "uid": metadata["uid"],
+                "controller": True,
+                "blockOwnerDeletion": True,
+            }
+        ]
         try:
             await self.local.create(BACKUPS, backup)
         except kube.AlreadyExistsError:
@@ -185,14 +257,178 @@ class ScheduleReconciler:
             schedule, "Normal", "BackupCreated", f"Backup {name} for {_format(at)}"
         )
 
+    async def _hold(self, schedule: dict[str, Any]) -> dict[str, Any]:
+        """The schedule with the finalizer that makes its deletion wait for the final Backup."""
+        finalizers = schedule["metadata"].setdefault("finalizers", [])
+        if FINALIZER in finalizers:
+            return schedule
+        finalizers.append(FINALIZER)
+        return await self.local.replace(BACKUP_SCHEDULES, schedule)
+
+    async def _finalize(self, schedule: dict[str, Any]) -> Result:
+        """Keep the owned Backups' archives, take the final Backup, then let go."""
+        metadata = schedule["metadata"]
+        if FINALIZER not in (metadata.get("finalizers") or []):
+            return Result()
+        await self._retain_owned(schedule)
+        spec = schedule.get("spec") or {}
+        found, _ = await self.local.list(
+            BACKUPS,
+            metadata["namespace"],
+            label_selector=f"{FINAL_BACKUP_OF_UID}={metadata['uid']}",
+        )
+        now = self.clock().astimezone(UTC)
+        step = final.decide(
+            schedule=metadata["name"],
+            enabled=spec.get("finalBackup", True) is not False,
+            suspended=bool(spec.get("suspend")),
+            deleted_at=_parse_time(metadata["deletionTimestamp"]) or now,
+            now=now,
+            timeout=self.final_backup_timeout,
+            found=final_record(found[0]) if found else None,
+        )
+        if step.action is final.Action.CREATE:
+            try:
+                await self._create_final(schedule, step.name)
+            except kube.KubeError as error:
+                # A namespace being deleted takes no new objects: waiting cannot help.
+                if TERMINATING not in str(error):
+                    raise
+                step = final.cannot_create(step.name, "its namespace is being deleted")
+        if step.action is not final.Action.RELEASE:
+            wait = min(step.wait or FINAL_POLL, FINAL_POLL)
+            return Result(requeue_after=max(wait.total_seconds(), 1.0))
+        assert step.outcome is not None  # a release always says why
+        schedule = await self._report_final(schedule, step.outcome, step.name, step.message, now)
+        schedule["metadata"]["finalizers"] = [
+            f for f in schedule["metadata"].get("finalizers") or [] if f != FINALIZER
+        ]
+        await self.local.replace(BACKUP_SCHEDULES, schedule)
+        return Result()
+
+    async def _retain_owned(self, schedule: Mapping[str, Any]) -> None:
+        """Mark the Backups this schedule owns Retain: the cascade then keeps their archives."""
+        metadata = schedule["metadata"]
+        owned, _ = await self.local.list(
+            BACKUPS, metadata["namespace"], label_selector=f"{SCHEDULE_LABEL}={metadata['name']}"
+        )
+        for backup in owned:
+            owner = controller_of(backup) or {}
+            annotations = backup["metadata"].get("annotations") or {}
+            if owner.get("uid") != metadata["uid"] or annotations.get(DELETION_POLICY) == RETAIN:
+                continue
+            try:
+                await self.local.merge_patch(
+                    BACKUPS,
+                    metadata["namespace"],
+                    backup["metadata"]["name"],
+                    {"metadata": {"annotations": {DELETION_POLICY: RETAIN}}},
+                )
+            except kube.NotFoundError:
+                continue  # already gone
+
+    async def _create_final(self, schedule: Mapping[str, Any], name: str) -> None:
+        metadata = schedule["metadata"]
+        # Not owned by the schedule, so it outlives it; and its archive outlives the
+        # Backup, whose role usually goes with the composite.
+        backup = backup_of(
+            schedule,
+            name,
+            labels={FINAL_BACKUP_OF: metadata["name"], FINAL_BACKUP_OF_UID: metadata["uid"]},
+            annotations={DELETION_POLICY: RETAIN},
+        )
+        try:
+            await self.local.create(BACKUPS, backup)
+        except kube.AlreadyExistsError:
+            return  # made before a restart: the name is the deletion time
+        await self.events.record(
+            schedule, "Normal", "FinalBackupCreated", f"final Backup {name} before deletion"
+        )
+
+    async def _report_final(
+        self,
+        schedule: dict[str, Any],
+        outcome: final.Outcome,
+        name: str,
+        message: str,
+        now: datetime,
+    ) -> dict[str, Any]:
+        """The FinalBackup condition, an event on the schedule and one on its composite.
+
+        Returns:
+            The schedule as written.
+        """
+        status = schedule.setdefault("status", {})
+        if name:
+            status["finalBackup"] = name
+        value = "True" if outcome.saved else "False"
+        self._condition(status, value, outcome.value, message, now, type_=FINAL_CONDITION)
+        written = await self.local.replace_status(BACKUP_SCHEDULES, schedule)
+        type_ = "Normal" if outcome.saved else "Warning"
+        await self._tell(schedule, type_, outcome.value, message)
+        if outcome in (final.Outcome.DISABLED, final.Outcome.SUSPENDED):
+            return written
+        composite = await self._composite(schedule)
+        if composite is not None:
+            where = (
+                f"BackupSchedule {schedule['metadata']['namespace']}/{schedule['metadata']['name']}"
+            )
+            await self._tell(composite, type_, outcome.value, f"{where}: {message}")
+        return written
+
+    async def _tell(self, obj: Mapping[str, Any], type_: str, reason: str, message: str) -> None:
+        """Record an event, or log that it cannot be.
+
+        An event refused (its namespace is being deleted) never holds the schedule
+        back: the condition and the log say the same.
+        """
+        try:
+            await self.events.record(obj, type_, reason, message)
+        except kube.KubeError as error:
+            log.warning(
+                "cannot record an event",
+                extra={"fields": {"reason": reason, "message": message, "error": str(error)}},
+            )
+
+    async def _composite(self, schedule: Mapping[str, Any]) -> dict[str, Any] | None:
+        """The schedule's controlling owner (the composite), as an event's involvedObject."""
+        owner = controller_of(schedule)
+        if owner is None:
+            return None
+        try:
+            namespaced = await self.local.is_namespaced(
+                str(owner["apiVersion"]), str(owner["kind"])
+            )
+        except kube.KubeError as error:
+            log.warning(
+                "cannot tell the composite's scope; no event on it",
+                extra={"fields": {"owner": owner.get("name"), "error": str(error)}},
+            )
+            return None
+        if namespaced is None:
+            return None
+        return {
+            "apiVersion": owner["apiVersion"],
+            "kind": owner["kind"],
+            "metadata": {
+                "name": owner["name"],
+                "namespace": schedule["metadata"]["namespace"] if namespaced else "",
+                "uid": owner.get("uid"),
+            },
+        }
+
     @staticmethod
     def _condition(
-        status: dict[str, Any], value: str, reason: str, message: str, now: datetime
+        status: dict[str, Any],
+        value: str,
+        reason: str,
+        message: str,
+        now: datetime,
+        *,
+        type_: str = "Ready",
     ) -> None:
-        current = next(
-            (c for c in status.get("conditions") or [] if c.get("type") == "Ready"), None
-        )
-        fresh = {"type": "Ready", "status": value, "reason": reason}
+        current = next((c for c in status.get("conditions") or [] if c.get("type") == type_), None)
+        fresh = {"type": type_, "status": value, "reason": reason}
         if message:
             fresh["message"] = message
         if (
@@ -203,6 +439,6 @@ class ScheduleReconciler:
             return
         fresh["lastTransitionTime"] = _format(now)
         status["conditions"] = [
-            *(c for c in status.get("conditions") or [] if c.get("type") != "Ready"),
+            *(c for c in status.get("conditions") or [] if c.get("type") != type_),
             fresh,
         ]

@@ -344,7 +344,19 @@ class Cloud:
             )
 
     def delete_policy(self, arn: str) -> None:
-        """Delete the policy and its older versions."""
+        """Delete the policy and its older versions.
+
+        Raises:
+            CloudError: DeleteConflict while the policy is attached to a role, as IAM
+                answers (moto would delete it and leave the attachment dangling).
+        """
+        attached = self.policy_roles(arn)
+        if attached:
+            raise CloudError(
+                f"delete policy {arn}: DeleteConflict (HTTP 409): attached to "
+                f"{', '.join(attached)}",
+                "DeleteConflict",
+            )
         with _translated(f"delete policy {arn}"):
             for version in self._iam.list_policy_versions(PolicyArn=arn)["Versions"]:
                 if not version["IsDefaultVersion"]:

@@ -17,6 +17,8 @@ USAGE_INSTANCE_KUSTOMIZATION = "usage-instance-by-kustomization"
 USAGE_INSTANCE_SCHEDULE = "usage-instance-by-backup-schedule"
 USAGE_ROLE_SCHEDULE = "usage-backup-role-by-backup-schedule"
 USAGE_ATTACHMENT_SCHEDULE = "usage-backup-role-policy-attachment-by-backup-schedule"
+USAGE_BUCKET_SCHEDULE = "usage-backup-bucket-by-backup-schedule"
+USAGE_POLICY_SCHEDULE = "usage-backup-policy-by-backup-schedule"
 BUCKET_PARTS = {
     "backup-bucket",
     "backup-bucket-versioning",
@@ -100,13 +102,32 @@ RESOURCES_CASES = [
     ),
     ResourcesCase(
         reason="Once the role reports its ARN the BackupSchedule appears, with Usages of the "
-        "instance, the role and the attachment.",
+        "instance, the role, its policy, the attachment and the bucket.",
         spec={"backup": b.BACKUP},
         seen={"backup-role": b.role_with_arn()},
         want={"instance", "backup-schedule"}
         | BUCKET_PARTS
         | IAM_PARTS
-        | {USAGE_INSTANCE_SCHEDULE, USAGE_ROLE_SCHEDULE, USAGE_ATTACHMENT_SCHEDULE},
+        | {
+            USAGE_INSTANCE_SCHEDULE,
+            USAGE_ROLE_SCHEDULE,
+            USAGE_ATTACHMENT_SCHEDULE,
+            USAGE_POLICY_SCHEDULE,
+            USAGE_BUCKET_SCHEDULE,
+        },
+    ),
+    ResourcesCase(
+        reason="A schedule writing into an existing bucket holds no bucket: none is composed.",
+        spec={"backup": {"bucket": {"name": "existing-bucket"}}},
+        seen={"backup-role": b.role_with_arn()},
+        want={"instance", "backup-schedule"}
+        | IAM_PARTS
+        | {
+            USAGE_INSTANCE_SCHEDULE,
+            USAGE_ROLE_SCHEDULE,
+            USAGE_ATTACHMENT_SCHEDULE,
+            USAGE_POLICY_SCHEDULE,
+        },
     ),
     ResourcesCase(
         reason="A BackupSchedule already composed stays when the role's ARN vanishes.",
@@ -118,7 +139,13 @@ RESOURCES_CASES = [
         want={"instance", "backup-schedule"}
         | BUCKET_PARTS
         | IAM_PARTS
-        | {USAGE_INSTANCE_SCHEDULE, USAGE_ROLE_SCHEDULE, USAGE_ATTACHMENT_SCHEDULE},
+        | {
+            USAGE_INSTANCE_SCHEDULE,
+            USAGE_ROLE_SCHEDULE,
+            USAGE_ATTACHMENT_SCHEDULE,
+            USAGE_POLICY_SCHEDULE,
+            USAGE_BUCKET_SCHEDULE,
+        },
     ),
     ResourcesCase(
         reason="Everything at once: source, backups, restore, all observed ready.",
@@ -132,6 +159,8 @@ RESOURCES_CASES = [
             USAGE_INSTANCE_SCHEDULE,
             USAGE_ROLE_SCHEDULE,
             USAGE_ATTACHMENT_SCHEDULE,
+            USAGE_POLICY_SCHEDULE,
+            USAGE_BUCKET_SCHEDULE,
         },
     ),
     ResourcesCase(
@@ -180,6 +209,18 @@ USAGE_CASES = [
         "The BackupSchedule holds the attachment that grants the role its policy.",
         USAGE_ATTACHMENT_SCHEDULE,
         ("RolePolicyAttachment", "myctp-backup"),
+        ("BackupSchedule", "myctp"),
+    ),
+    UsageCase(
+        "The BackupSchedule holds the policy that lets the role write (its final Backup too).",
+        USAGE_POLICY_SCHEDULE,
+        ("Policy", "myctp-backup"),
+        ("BackupSchedule", "myctp"),
+    ),
+    UsageCase(
+        "The BackupSchedule holds the bucket its final Backup writes into.",
+        USAGE_BUCKET_SCHEDULE,
+        ("Bucket", "myctp-backups"),
         ("BackupSchedule", "myctp"),
     ),
 ]
@@ -803,6 +844,7 @@ def test_the_schedule_takes_the_input_defaults_and_the_observed_arn() -> None:
         "schedule": "0 */6 * * *",
         "ttl": "168h",
         "suspend": True,
+        "finalBackup": True,
         "storage": {
             "bucket": "acme-ctp-backups-team-a-myctp",
             "prefix": "team-a/myctp/",
@@ -811,6 +853,92 @@ def test_the_schedule_takes_the_input_defaults_and_the_observed_arn() -> None:
             "assumeRoleWith": "WebIdentity",
         },
     }
+
+
+@dataclass(frozen=True)
+class RetentionCase:
+    reason: str
+    bucket: dict[str, Any]
+    legacy: bool
+    want_policies: list[str] | None
+    want_deletion_policy: str | None
+
+
+LEGACY_CLAIM = {"crossplane.io/claim-namespace": "team-b", "crossplane.io/claim-name": "myctp"}
+RETENTION_CASES = [
+    RetentionCase(
+        "A v2 bucket is kept by default: every action but Delete, on all five bucket kinds.",
+        {},
+        legacy=False,
+        want_policies=["Observe", "Create", "Update", "LateInitialize"],
+        want_deletion_policy=None,
+    ),
+    RetentionCase(
+        "A legacy bucket is kept by default: deletionPolicy Orphan, on all five bucket kinds.",
+        {},
+        legacy=True,
+        want_policies=None,
+        want_deletion_policy="Orphan",
+    ),
+    RetentionCase(
+        "A v2 bucket with retainOnDelete false takes the provider's default policies (deleted).",
+        {"retainOnDelete": False},
+        legacy=False,
+        want_policies=None,
+        want_deletion_policy=None,
+    ),
+    RetentionCase(
+        "A legacy bucket with retainOnDelete false takes the default deletion policy (Delete).",
+        {"retainOnDelete": False},
+        legacy=True,
+        want_policies=None,
+        want_deletion_policy=None,
+    ),
+]
+
+
+@pytest.mark.parametrize("case", RETENTION_CASES, ids=lambda case: case.reason)
+def test_a_dedicated_bucket_is_retained_unless_asked_and_iam_never_is(
+    case: RetentionCase,
+) -> None:
+    outcome = run(
+        {"backup": {"bucket": case.bucket}},
+        {"backup-role": b.role_with_arn()},
+        namespace=None if case.legacy else "team-a",
+        labels=LEGACY_CLAIM if case.legacy else None,
+    )
+    for name in BUCKET_PARTS:
+        spec = outcome.resources[name].body["spec"]
+        assert spec.get("managementPolicies") == case.want_policies, name
+        assert spec.get("deletionPolicy") == case.want_deletion_policy, name
+    # The role goes with the composite: what it could reach is kept, not who could reach it.
+    for name in IAM_PARTS:
+        spec = outcome.resources[name].body["spec"]
+        assert "managementPolicies" not in spec and "deletionPolicy" not in spec, name
+
+
+@dataclass(frozen=True)
+class FinalBackupCase:
+    reason: str
+    backup: dict[str, Any]
+    want: bool
+
+
+FINAL_BACKUP_CASES = [
+    FinalBackupCase("A schedule takes a final backup by default.", {}, want=True),
+    FinalBackupCase(
+        "finalBackup false is passed to the schedule.", {"finalBackup": False}, want=False
+    ),
+    FinalBackupCase(
+        "finalBackup true is passed to the schedule.", {"finalBackup": True}, want=True
+    ),
+]
+
+
+@pytest.mark.parametrize("case", FINAL_BACKUP_CASES, ids=lambda case: case.reason)
+def test_the_final_backup_setting_reaches_the_schedule(case: FinalBackupCase) -> None:
+    outcome = run({"backup": case.backup}, {"backup-role": b.role_with_arn()})
+    assert outcome.resources["backup-schedule"].body["spec"]["finalBackup"] is case.want
 
 
 def test_the_function_ignores_the_composites_group_and_kind() -> None:

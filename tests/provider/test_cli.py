@@ -181,6 +181,25 @@ GOOD_CASES = [
         env={"CONTROLPLANE_BACKUP_CONTROLLER_SYNC": "2m", "LEADER_ELECTION": "1"},
         command=backup_main,
     ),
+    GoodCase(
+        "A deleted schedule waits 30 minutes for its final Backup by default.",
+        [],
+        {"final_backup_timeout": 1800.0},
+        command=backup_main,
+    ),
+    GoodCase(
+        "--final-backup-timeout takes a Go duration.",
+        ["--final-backup-timeout=1h30m"],
+        {"final_backup_timeout": 5400.0},
+        command=backup_main,
+    ),
+    GoodCase(
+        "--final-backup-timeout is read from its variable too.",
+        [],
+        {"final_backup_timeout": 600.0},
+        env={"CONTROLPLANE_BACKUP_CONTROLLER_FINAL_BACKUP_TIMEOUT": "10m"},
+        command=backup_main,
+    ),
 ]
 
 
@@ -240,6 +259,17 @@ BAD_CASES = [
         ["--poll and --poll-interval", "e.g. --poll="],
     ),
     BadCase("--sync refuses words.", ["--sync", "forever"], ["'--sync'", "e.g. --sync="]),
+    BadCase(
+        "--final-backup-timeout refuses a bare number.",
+        ["--final-backup-timeout", "30"],
+        ["'--final-backup-timeout'", "missing unit", "e.g. --final-backup-timeout="],
+        command=backup_main,
+    ),
+    BadCase(
+        "The provider has no --final-backup-timeout: it takes no final backups.",
+        ["--final-backup-timeout=1m"],
+        ["--final-backup-timeout"],
+    ),
     BadCase("--sync refuses zero.", ["-s", "0s"], ["'--sync'", "shorter than 1s"]),
     BadCase(
         "--max-reconcile-rate refuses zero.",

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import itertools
+import threading
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -110,6 +112,16 @@ class Team:
     """The Space ControlPlane's name, and the key of its hosted API server."""
 
 
+def bare(namespace: str, name: str, **spec: Any) -> dict[str, Any]:
+    """A ControlPlane with only what `spec` says."""
+    return {
+        "apiVersion": "platform.acme.io/v1alpha1",
+        "kind": "ControlPlane",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": spec,
+    }
+
+
 # Every minute: the first Backup completes within a minute or so of Ready.
 BACKUP_SCHEDULE = "* * * * *"
 
@@ -147,3 +159,37 @@ def app_files(value: str) -> dict[str, str]:
         "app/settings.yaml": configmap("settings", value, APP_NAMESPACE),
         "app/greeting.yaml": configmap("greeting", value),
     }
+
+
+class GoneTimes:
+    """Records, from a thread, the wall-clock time each watched object stopped existing."""
+
+    def __init__(
+        self,
+        platform: Platform,
+        namespace: str,
+        watched: dict[str, tuple[tuple[str, str, str], str]],
+    ) -> None:
+        self.platform = platform
+        self.namespace = namespace
+        self.watched = watched
+        self.gone: dict[str, float] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def __enter__(self) -> GoneTimes:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+
+    def _loop(self) -> None:
+        while not self._stop.wait(0.05) and len(self.gone) < len(self.watched):
+            for key, (kind, name) in self.watched.items():
+                if (
+                    key not in self.gone
+                    and get(self.platform.kube, kind, self.namespace, name) is None
+                ):
+                    self.gone[key] = time.time()

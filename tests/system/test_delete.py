@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import threading
-import time
 from typing import Any
 
 from sandbox.platform import Platform
@@ -16,6 +14,7 @@ from .helpers import (
     SPACE_CONTROLPLANE,
     UP_DEADLINE,
     XR,
+    GoneTimes,
     configmap,
     configmap_value,
     controlplane,
@@ -27,35 +26,6 @@ from .helpers import (
 )
 
 USAGE = ("protection.crossplane.io", "v1beta1", "usages")
-
-
-class GoneTimes:
-    """Records, from a thread, when each watched object stopped existing."""
-
-    def __init__(self, platform: Platform, watched: dict[str, tuple[tuple[str, str, str], str]]):
-        self.platform = platform
-        self.watched = watched
-        self.namespace = ""
-        self.gone: dict[str, float] = {}
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, daemon=True)
-
-    def __enter__(self) -> GoneTimes:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self._stop.set()
-        self._thread.join(timeout=10)
-
-    def _loop(self) -> None:
-        while not self._stop.wait(0.05) and len(self.gone) < len(self.watched):
-            for key, (kind, name) in self.watched.items():
-                if (
-                    key not in self.gone
-                    and get(self.platform.kube, kind, self.namespace, name) is None
-                ):
-                    self.gone[key] = time.monotonic()
 
 
 def items(platform: Platform, kind: tuple[str, str, str], namespace: str) -> list[Any]:
@@ -79,13 +49,13 @@ def test_deleting_a_controlplane_removes_the_team_in_order_and_orphans_what_flux
 
     watcher = GoneTimes(
         platform,
+        namespace,
         {
             "kustomization": (KUSTOMIZATION, name),
             "gitrepository": (GIT_REPOSITORY, name),
             "instance": (INSTANCE, name),
         },
     )
-    watcher.namespace = namespace
     with watcher:
         group, version, plural = XR
         platform.kube.delete(plural, namespace, name, group, version)

@@ -13,6 +13,7 @@ from .helpers import (
     SYNC_DEADLINE,
     UP_DEADLINE,
     XR,
+    bare,
     create,
     get,
     hosted_name,
@@ -23,16 +24,6 @@ from .helpers import (
 
 # Core waits this long for a function that does not answer before it gives up.
 FUNCTION_CALL_DEADLINE = 120.0
-
-
-def bare(namespace: str, name: str, **spec: Any) -> dict[str, Any]:
-    """A ControlPlane with only what `spec` says."""
-    return {
-        "apiVersion": "platform.acme.io/v1alpha1",
-        "kind": "ControlPlane",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": spec,
-    }
 
 
 def synced(platform: Platform, namespace: str, name: str) -> dict[str, Any]:
