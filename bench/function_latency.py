@@ -25,12 +25,13 @@ import argparse
 import asyncio
 import contextlib
 import itertools
+import os
 import statistics
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +42,6 @@ from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from function.cli import _input
 from function.render import request
 from sandbox.apiserver import free_port
-from tests.servers import function_server
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "restore"
@@ -97,16 +97,30 @@ class Requests:
         return prefix + str(serial).zfill(len(mark) - len(prefix)).encode()
 
 
+@dataclass(frozen=True)
+class Server:
+    """A function server in its own process."""
+
+    address: str
+    pid: int
+
+    def cpu_seconds(self) -> float:
+        """CPU time the process has used so far, user and system (Linux)."""
+        fields = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 @contextlib.contextmanager
-def noop_server() -> Iterator[str]:
+def served(*command: str) -> Iterator[Server]:
+    """Run ``command`` with a free loopback address as its last argument."""
     address = f"127.0.0.1:{free_port()}"
-    # Run as a module from the root: bench/platform.py would shadow the
-    # standard library's platform module if bench/ were the script's folder.
-    process = subprocess.Popen([sys.executable, "-m", "bench.noop_function", address], cwd=ROOT)
+    # Run from the root: bench/platform.py would shadow the standard library's
+    # platform module if bench/ were a script's folder.
+    process = subprocess.Popen([*command, address], cwd=ROOT)
     try:
         with grpc.insecure_channel(address) as channel:
             grpc.channel_ready_future(channel).result(timeout=30)
-        yield address
+        yield Server(address, process.pid)
     finally:
         process.terminate()
         process.wait(timeout=10)
@@ -152,19 +166,25 @@ class Row:
     """One server and kind of request, with its figures from every round."""
 
     name: str
-    address: str
+    server: Server
     distinct: bool
-    p50: list[float]
-    p90: list[float]
-    p99: list[float]
-    per_s: list[float]
+    p50: list[float] = field(default_factory=list)
+    p90: list[float] = field(default_factory=list)
+    p99: list[float] = field(default_factory=list)
+    per_s: list[float] = field(default_factory=list)
+    cpu_ms: list[float] = field(default_factory=list)
 
-    def record(self, times: list[float], per_s: float) -> None:
-        times = sorted(times)
+    def measure(self, requests: Requests, calls: int, stream_calls: int, streams: int) -> None:
+        """One round: latency at one stream, then calls/s and server CPU at ``streams``."""
+        batch = requests.batch(calls, distinct=self.distinct)
+        times = sorted(one_stream(self.server.address, batch))
         self.p50.append(_quantile(times, 0.50) * 1000)
         self.p90.append(_quantile(times, 0.90) * 1000)
         self.p99.append(_quantile(times, 0.99) * 1000)
-        self.per_s.append(per_s)
+        burst = requests.batch(stream_calls, distinct=self.distinct)
+        cpu = self.server.cpu_seconds()
+        self.per_s.append(many_streams(self.server.address, burst, streams))
+        self.cpu_ms.append((self.server.cpu_seconds() - cpu) / stream_calls * 1000)
 
 
 def _quantile(ordered: list[float], q: float) -> float:
@@ -182,20 +202,21 @@ def main() -> None:
     parser.add_argument("--example", default=EXAMPLE.name)
     args = parser.parse_args()
     requests = Requests(ROOT / "examples" / args.example)
-    with noop_server() as floor, function_server() as ours:
+    ours_command = [str(Path(sys.executable).with_name("function-controlplane")), "serve"]
+    with (
+        served(sys.executable, "-m", "bench.noop_function") as floor,
+        served(*ours_command, "--insecure", "--address") as ours,
+    ):
         rows = [
-            Row("no-op function (floor)", floor, True, [], [], [], []),
-            Row("ours, uncached", ours, True, [], [], [], []),
-            Row("ours, cached", ours, False, [], [], [], []),
+            Row("no-op function (floor)", floor, distinct=True),
+            Row("ours, uncached", ours, distinct=True),
+            Row("ours, cached", ours, distinct=False),
         ]
         for row in rows:
-            one_stream(row.address, requests.batch(WARMUP_CALLS, distinct=row.distinct))
+            one_stream(row.server.address, requests.batch(WARMUP_CALLS, distinct=row.distinct))
         for round_ in range(args.rounds):
-            turn = rows[round_ % len(rows) :] + rows[: round_ % len(rows)]
-            for row in turn:
-                times = one_stream(row.address, requests.batch(args.calls, distinct=row.distinct))
-                burst = requests.batch(args.stream_calls, distinct=row.distinct)
-                row.record(times, many_streams(row.address, burst, args.streams))
+            for row in rows[round_ % len(rows) :] + rows[: round_ % len(rows)]:
+                row.measure(requests, args.calls, args.stream_calls, args.streams)
     _print(rows, requests, args)
 
 
@@ -208,13 +229,14 @@ def _print(rows: list[Row], requests: Requests, args: argparse.Namespace) -> Non
     )
     print(
         f"{'server':<24}{'p50 ms':>8}{'p90 ms':>8}{'p99 ms':>8}"
-        f"{f'calls/s @{args.streams}':>15}{'p50 range':>14}"
+        f"{f'calls/s @{args.streams}':>15}{'CPU ms/call':>13}{'p50 range':>12}"
     )
     for row in rows:
         spread = f"{min(row.p50):.2f}-{max(row.p50):.2f}"
         print(
             f"{row.name:<24}{median(row.p50):>8.2f}{median(row.p90):>8.2f}"
-            f"{median(row.p99):>8.2f}{median(row.per_s):>15.0f}{spread:>14}"
+            f"{median(row.p99):>8.2f}{median(row.per_s):>15.0f}{median(row.cpu_ms):>13.3f}"
+            f"{spread:>12}"
         )
     floor, uncached = rows[0], rows[1]
     # Per round, so that both sides of each difference saw the same noise.
