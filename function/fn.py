@@ -17,6 +17,7 @@ from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
 from google.protobuf import struct_pb2
 
 from function import structs
+from function.cache import ResponseCache
 from function.compose import Outcome, compose
 from function.model import Input, InvalidError, parse_input
 from function.observed import Observed, Resource
@@ -31,11 +32,17 @@ _STATUS = {
 class FunctionRunner(grpcv1.FunctionRunnerServiceServicer):
     """The FunctionRunnerService Crossplane calls."""
 
+    def __init__(self, cache: ResponseCache | None = None) -> None:
+        """Answer every request afresh, or from ``cache`` when it was answered before."""
+        self.cache = cache
+
     async def RunFunction(  # noqa: N802 (gRPC's method name)
         self, req: fnv1.RunFunctionRequest, _: grpc.aio.ServicerContext
     ) -> fnv1.RunFunctionResponse:
         """Compose the request's composite."""
-        return run(req)
+        if self.cache is None:
+            return run(req)
+        return self.cache.answer(req, run)
 
 
 def run(req: fnv1.RunFunctionRequest) -> fnv1.RunFunctionResponse:
