@@ -22,7 +22,10 @@ ENTRY_OVERHEAD_BYTES = 200
 
 
 class ResponseCache:
-    """At most ``max_entries`` answers and ``max_bytes`` of them, least recently used out first."""
+    """At most ``max_entries`` answers and ``max_bytes`` of them, least recently used out first.
+
+    Not thread-safe: the SDK's asyncio server calls it from its one event loop.
+    """
 
     def __init__(self, max_entries: int, max_bytes: int) -> None:
         """An empty cache with these bounds."""
@@ -69,7 +72,11 @@ class ResponseCache:
 
 
 def _key(req: fnv1.RunFunctionRequest) -> bytes:
-    """A digest of the whole request but its tag, independent of map order."""
+    """A digest of the whole request but its tag, independent of map order.
+
+    The tag is blanked for the encoding and put back, rather than the request
+    copied: a copy of a large request costs more than its encoding.
+    """
     tag = req.meta.tag
     req.meta.tag = ""
     try:
