@@ -7,17 +7,19 @@ without the request, which may carry secrets).
 
 from __future__ import annotations
 
+import functools
 import traceback
-from typing import Any
 
 import grpc
 from crossplane.function import logging, response
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
+from google.protobuf import struct_pb2
 
 from function import structs
+from function.cache import ResponseCache
 from function.compose import Outcome, compose
-from function.model import InvalidError
+from function.model import Input, InvalidError, parse_input
 from function.observed import Observed, Resource
 
 _STATUS = {
@@ -30,11 +32,17 @@ _STATUS = {
 class FunctionRunner(grpcv1.FunctionRunnerServiceServicer):
     """The FunctionRunnerService Crossplane calls."""
 
+    def __init__(self, cache: ResponseCache | None = None) -> None:
+        """Answer every request afresh, or from ``cache`` when it was answered before."""
+        self.cache = cache
+
     async def RunFunction(  # noqa: N802 (gRPC's method name)
         self, req: fnv1.RunFunctionRequest, _: grpc.aio.ServicerContext
     ) -> fnv1.RunFunctionResponse:
         """Compose the request's composite."""
-        return run(req)
+        if self.cache is None:
+            return run(req)
+        return self.cache.answer(req, run)
 
 
 def run(req: fnv1.RunFunctionRequest) -> fnv1.RunFunctionResponse:
@@ -75,21 +83,38 @@ def observed(req: fnv1.RunFunctionRequest) -> Observed:
     )
 
 
-def _input(req: fnv1.RunFunctionRequest) -> dict[str, Any] | None:
+def _input(req: fnv1.RunFunctionRequest) -> Input | None:
+    """The parsed function input, or None when the request carries none.
+
+    Raises:
+        InvalidError: the input breaks a rule.
+    """
     if not req.HasField("input"):
         return None
-    return structs.to_dict(req.input)
+    return _parsed_input(req.input.SerializeToString(deterministic=True))
+
+
+# Every composite of a Composition shares its input, so it is parsed once per
+# distinct input (keyed on its deterministic encoding) rather than per request.
+# An input that fails to parse raises, and lru_cache keeps no exceptions.
+@functools.lru_cache(maxsize=16)
+def _parsed_input(serialized: bytes) -> Input:
+    return parse_input(structs.to_dict(struct_pb2.Struct.FromString(serialized)))
 
 
 def apply(outcome: Outcome, rsp: fnv1.RunFunctionResponse) -> None:
     """Write an outcome into a response that already carries the pipeline's desired state."""
+    resources = rsp.desired.resources
     for name, desired in outcome.resources.items():
-        target = rsp.desired.resources[name]
+        target = resources[name]
         structs.fill(target.resource, desired.body)
         target.ready = fnv1.READY_TRUE if desired.ready else fnv1.READY_FALSE
-    composite = structs.to_dict(rsp.desired.composite.resource)
-    composite["status"] = {**(composite.get("status") or {}), **outcome.status}
-    structs.fill(rsp.desired.composite.resource, composite)
+    # Only the composite's status changes: merge into it and leave the rest of
+    # the pipeline's desired composite as it is, unconverted.
+    composite = rsp.desired.composite.resource.fields
+    previous = composite.get("status")
+    status = structs.to_python(previous) if previous is not None else None
+    structs.fill_value(composite["status"], {**(status or {}), **outcome.status})
     for key, value in outcome.connection_details.items():
         rsp.desired.composite.connection_details[key] = value
     for condition in outcome.conditions:

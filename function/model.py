@@ -324,11 +324,13 @@ def parse_spec(spec: Any) -> ControlPlaneSpec:
 
 
 def parse_input(raw: Any) -> Input:
-    """Parse the function input.
+    """Parse the function input; an input parsed already is returned as it is.
 
     Raises:
         InvalidError: the input is missing or breaks a rule.
     """
+    if isinstance(raw, Input):
+        return raw
     if not raw:
         msg = f"input: a {INPUT_API_VERSION} {INPUT_KIND} is required"
         raise InvalidError(msg)

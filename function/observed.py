@@ -23,25 +23,35 @@ class Condition:
         return self.status == "True"
 
 
+# dig and condition run for every composed resource of every request. Every
+# mapping has get() and no other JSON value does, so asking for get() stands in
+# for an isinstance check against the Mapping ABC, which costs more.
+
+
 def dig(obj: Mapping[str, Any], *path: str) -> Any:
     """Return the value at ``path`` in nested mappings, or None where any step is missing."""
     value: Any = obj
     for key in path:
-        if not isinstance(value, Mapping):
+        get = getattr(value, "get", None)
+        if get is None:
             return None
-        value = value.get(key)
+        value = get(key)
     return value
 
 
 def condition(obj: Mapping[str, Any], type_: str) -> Condition:
     """Return the object's condition of ``type_``; Unknown when it has none."""
-    for item in dig(obj, "status", "conditions") or []:
-        if isinstance(item, Mapping) and item.get("type") == type_:
+    conditions = dig(obj, "status", "conditions")
+    if not isinstance(conditions, list):
+        return Condition(type=type_)
+    for item in conditions:
+        get = getattr(item, "get", None)
+        if get is not None and get("type") == type_:
             return Condition(
                 type=type_,
-                status=str(item.get("status", "Unknown")),
-                reason=str(item.get("reason", "")),
-                message=str(item.get("message", "")),
+                status=str(get("status", "Unknown")),
+                reason=str(get("reason", "")),
+                message=str(get("message", "")),
             )
     return Condition(type=type_)
 

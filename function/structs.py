@@ -1,8 +1,12 @@
 """Fast conversions between protobuf Structs and Python values, for the gRPC edge.
 
-protobuf's own ``json_format`` walks every field in Python; a request carries
-every observed resource whole, and the function reads a few fields of each.
-``StructView`` converts only what is read; ``fill`` writes a dict in one pass.
+protobuf's own ``json_format`` and ``Struct.update`` walk every field in
+Python, one call per value; a request carries every observed resource whole,
+and the function reads a few fields of each. ``StructView`` converts only what
+is read; ``fill`` writes a dict in one pass. Both dispatch on exact builtin
+types first and keep the per-value work to one protobuf call where they can:
+on the upb backend every value costs a call into C, and the Python around it
+is what remains to save.
 """
 
 from __future__ import annotations
@@ -28,12 +32,12 @@ class StructView(Mapping[str, Any]):
         value = self._fields.get(key)
         if value is None:
             raise KeyError(key)
-        return _value(value, lazy=True)
+        return _lazy(value)
 
     def get(self, key: str, default: Any = None) -> Any:
         """The value at ``key``, or ``default``; without Mapping's exception round trip."""
         value = self._fields.get(key)
-        return default if value is None else _value(value, lazy=True)
+        return default if value is None else _lazy(value)
 
     def __iter__(self) -> Iterator[str]:
         """The keys."""
@@ -44,62 +48,118 @@ class StructView(Mapping[str, Any]):
         return len(self._fields)
 
 
-def to_dict(struct: struct_pb2.Struct) -> dict[str, Any]:
-    """A Struct as plain dicts, lists and scalars (whole, not lazily)."""
-    return {key: _value(value, lazy=False) for key, value in struct.fields.items()}
-
-
-def _value(value: struct_pb2.Value, *, lazy: bool) -> Any:
+def _lazy(value: struct_pb2.Value) -> Any:
     kind = value.WhichOneof("kind")
-    if kind == "struct_value":
-        return StructView(value.struct_value) if lazy else to_dict(value.struct_value)
-    if kind == "list_value":
-        return [_value(item, lazy=lazy) for item in value.list_value.values]
     if kind == "string_value":
         return value.string_value
-    if kind == "number_value":
-        return value.number_value
+    if kind == "struct_value":
+        return StructView(value.struct_value)
+    if kind == "list_value":
+        return [_lazy(item) for item in value.list_value.values]
     if kind == "bool_value":
         return value.bool_value
+    if kind == "number_value":
+        return value.number_value
+    return None
+
+
+def to_dict(struct: struct_pb2.Struct) -> dict[str, Any]:
+    """A Struct as plain dicts, lists and scalars (whole, not lazily)."""
+    return {key: to_python(value) for key, value in struct.fields.items()}
+
+
+def to_python(value: struct_pb2.Value) -> Any:
+    """One Struct value as a plain dict, list or scalar (whole, not lazily)."""
+    kind = value.WhichOneof("kind")
+    if kind == "string_value":
+        return value.string_value
+    if kind == "struct_value":
+        return {key: to_python(item) for key, item in value.struct_value.fields.items()}
+    if kind == "list_value":
+        return [to_python(item) for item in value.list_value.values]
+    if kind == "bool_value":
+        return value.bool_value
+    if kind == "number_value":
+        return value.number_value
     return None
 
 
 def fill(struct: struct_pb2.Struct, data: Mapping[str, Any]) -> None:
-    """Write ``data`` into ``struct``, replacing what it held."""
+    """Write ``data`` into ``struct``, replacing what it held.
+
+    Raises:
+        TypeError: a value is not one JSON can carry.
+    """
     struct.Clear()
-    _fill_struct(struct, data)
+    _fill_fields(struct.fields, data)
 
 
-def _fill_struct(struct: struct_pb2.Struct, data: Mapping[str, Any]) -> None:
-    fields = struct.fields
+def fill_value(target: struct_pb2.Value, item: Any) -> None:
+    """Write one JSON value into ``target``.
+
+    Raises:
+        TypeError: the value is not one JSON can carry.
+    """
+    target.Clear()
+    _fill_value(target, item)
+
+
+# The loops below inline the common cases (exact str, dict, bool, list,
+# int and float) instead of calling _fill_value for each: they run once per
+# field of every desired object, and a Python call costs more than the
+# assignment it would make.
+
+
+def _fill_fields(fields: Any, data: Mapping[str, Any]) -> None:
     for key, item in data.items():
-        _fill_value(fields[key], item)
+        kind = type(item)
+        if kind is str:
+            fields[key].string_value = item
+        elif kind is dict:
+            if item:
+                _fill_fields(fields[key].struct_value.fields, item)
+            else:
+                fields[key].struct_value.SetInParent()
+        elif kind is bool:
+            fields[key].bool_value = item
+        elif kind is list:
+            _fill_list(fields[key].list_value, item)
+        elif kind is int or kind is float:
+            fields[key].number_value = item
+        else:
+            _fill_value(fields[key], item)
+
+
+def _fill_list(target: struct_pb2.ListValue, items: Any) -> None:
+    if not items:
+        target.SetInParent()
+        return
+    values = target.values
+    for item in items:
+        kind = type(item)
+        if kind is str:
+            values.add().string_value = item
+        elif kind is dict and item:
+            _fill_fields(values.add().struct_value.fields, item)
+        else:
+            _fill_value(values.add(), item)
 
 
 def _fill_value(target: struct_pb2.Value, item: Any) -> None:
-    # Exact types first: this runs for every field of every desired object,
-    # and an ABC isinstance check costs more than the assignment.
-    kind = type(item)
-    if kind is str:
-        target.string_value = item
-    elif kind is bool:
-        target.bool_value = item
-    elif kind is int or kind is float:
-        target.number_value = item
-    elif kind is dict or isinstance(item, Mapping):
-        target.struct_value.SetInParent()
-        _fill_struct(target.struct_value, item)
-    elif kind is list or kind is tuple:
-        values = target.list_value.values
-        target.list_value.SetInParent()
-        for element in item:
-            _fill_value(values.add(), element)
-    elif item is None:
+    """Any value JSON can carry, including subclasses of the builtin types."""
+    if item is None:
         target.null_value = struct_pb2.NULL_VALUE
     elif isinstance(item, str):
         target.string_value = item
+    elif isinstance(item, bool):
+        target.bool_value = item
     elif isinstance(item, int | float):
         target.number_value = item
+    elif isinstance(item, Mapping):
+        target.struct_value.SetInParent()
+        _fill_fields(target.struct_value.fields, item)
+    elif isinstance(item, list | tuple):
+        _fill_list(target.list_value, item)
     else:
-        msg = f"cannot put a {kind.__name__} in a protobuf Struct"
+        msg = f"cannot put a {type(item).__name__} in a protobuf Struct"
         raise TypeError(msg)

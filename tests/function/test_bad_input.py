@@ -300,3 +300,12 @@ def test_an_unexpected_error_is_a_fatal_result_and_the_request_stays_out_of_the_
     captured = capsys.readouterr()
     assert "cannot compose" in captured.out + captured.err
     assert secret not in captured.out + captured.err
+
+
+def test_the_same_bad_input_is_a_fatal_result_every_time_it_comes() -> None:
+    # The input is parsed once per distinct input; a failed parse must not be kept.
+    bad_input = {**b.example_input(), "aws": {"region": "Mars"}}
+    for _ in range(2):
+        rsp = fn.run(request(b.composite({}), bad_input))
+        assert [r.severity for r in rsp.results] == [fnv1.SEVERITY_FATAL]
+        assert "input.aws.region" in rsp.results[0].message

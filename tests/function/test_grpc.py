@@ -12,6 +12,7 @@ from crossplane.function.proto.v1beta1 import run_function_pb2_grpc as grpcv1bet
 
 from function.render import request
 from tests import builders as b
+from tests.servers import function_server
 
 TIMEOUT_SECONDS = 10
 
@@ -93,3 +94,19 @@ def test_serve_takes_the_sdks_standard_flags(flag: str) -> None:
     result = CliRunner().invoke(main, ["serve", "--help"])
     assert result.exit_code == 0
     assert flag in result.output
+
+
+def test_a_server_with_a_response_cache_answers_repeats_and_changes_each_with_its_own_tag() -> None:
+    first = request(b.composite({"source": b.SOURCE}), b.example_input())
+    first.meta.tag = "first"
+    repeat = fnv1.RunFunctionRequest()
+    repeat.CopyFrom(first)
+    repeat.meta.tag = "repeat"
+    changed = request(b.composite({"source": b.SOURCE, "class": "large"}), b.example_input())
+    with function_server("--cache-entries", "8", "--cache-mib", "1") as address:
+        answers = [call(address, req) for req in (first, repeat, changed)]
+    assert [a.meta.tag for a in answers] == ["first", "repeat", ""]
+    answers[1].meta.tag = "first"
+    assert answers[1] == answers[0]
+    instance = resource.struct_to_dict(answers[2].desired.resources["instance"].resource)
+    assert instance["spec"]["forProvider"]["class"] == "large"
