@@ -38,7 +38,7 @@ from provider.backup.dryrun import DryRun
 from provider.backup.export import estimate, restorable, write_archive
 from provider.backup.progress import Progress
 from provider.backup.restore import RestoreError, apply_archive
-from provider.backup.storage import StorageError, StorageSpec, Store
+from provider.backup.storage import AssumeRoleWith, StorageError, StorageSpec, Store
 from provider.kube import Cluster, KubeError
 
 COMMAND = "controlplane-backup"
@@ -116,6 +116,7 @@ class StorageOptions:
     endpoint: str
     role_arn: str
     external_id: str
+    assume_role_with: str = AssumeRoleWith.ASSUME_ROLE
 
     def store(self, bucket: str) -> Store:
         """A store for ``bucket`` through the controllers' credential chain."""
@@ -125,6 +126,7 @@ class StorageOptions:
             role_arn=self.role_arn,
             endpoint=self.endpoint,
             external_id=self.external_id,
+            assume_role_with=self.assume_role_with,
         )
         return Store.connect(spec, session_name=SESSION_NAME)
 
@@ -150,6 +152,15 @@ def _storage_flags(command: Command) -> Command:
             default="",
             help="The ExternalId the role's trust policy asks for (a team role's: its namespace).",
         ),
+        click.option(
+            "--assume-role-with",
+            type=click.Choice([mode.value for mode in AssumeRoleWith]),
+            default=AssumeRoleWith.ASSUME_ROLE.value,
+            show_default=True,
+            help="How to get into --role-arn, as a Backup's storage.assumeRoleWith says: "
+            "AssumeRole from your own identity, or WebIdentity with the token in "
+            "AWS_WEB_IDENTITY_TOKEN_FILE.",
+        ),
     ]
     for flag in reversed(flags):
         command = flag(command)
@@ -162,6 +173,7 @@ def _storage(flags: dict[str, Any]) -> StorageOptions:
         endpoint=flags.pop("endpoint"),
         role_arn=flags.pop("role_arn"),
         external_id=flags.pop("external_id"),
+        assume_role_with=flags.pop("assume_role_with"),
     )
 
 

@@ -253,6 +253,11 @@ def usage_cases(kubeconfig: str) -> list[UsageCase]:
             "Invalid value for 'SOURCE'",
         ),
         UsageCase(
+            "a Backup's storage.assumeRoleWith has two values, and so has the flag",
+            ["verify", "--assume-role-with", "Password", "s3://bucket/team-a/x.tar.gz"],
+            "Invalid value for '--assume-role-with'",
+        ),
+        UsageCase(
             "describe knows two formats",
             ["describe", "-o", "yaml", kubeconfig],
             "Invalid value for '-o' / '--output'",
@@ -275,6 +280,30 @@ def test_a_bad_flag_is_a_usage_error_naming_it(
 
     assert code == 2, stdout + stderr
     assert case.message in stderr
+    assert "Traceback" not in stderr
+
+
+def test_assume_role_with_web_identity_reads_the_projected_token_as_the_controller_does(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The flag reaches the controllers' credential chain: WebIdentity wants the
+    # token file before any request, AssumeRole would not.
+    monkeypatch.delenv("AWS_WEB_IDENTITY_TOKEN_FILE", raising=False)
+    monkeypatch.setenv("AWS_REGION", "us-east-1")
+
+    code, _, stderr = run(
+        "verify",
+        "--role-arn",
+        "arn:aws:iam::123456789012:role/team-a",
+        "--assume-role-with",
+        "WebIdentity",
+        "--endpoint",
+        "http://127.0.0.1:9",
+        "s3://bucket/team-a/x.tar.gz",
+    )
+
+    assert code == 1
+    assert "AWS_WEB_IDENTITY_TOKEN_FILE is not set" in stderr
     assert "Traceback" not in stderr
 
 
