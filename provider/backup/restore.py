@@ -300,6 +300,11 @@ def repoint_owners(metadata: dict[str, Any], uids: Mapping[ObjectKey, str]) -> N
         )
         if uid:
             owners.append({**owner, "uid": uid})
+    _set_owners(metadata, owners)
+
+
+def _set_owners(metadata: dict[str, Any], owners: list[dict[str, Any]]) -> None:
+    """The owner references kept, or none at all."""
     if owners:
         metadata["ownerReferences"] = owners
     else:
@@ -470,10 +475,7 @@ class _Apply:
             uid = await self._owner_uid(owner, namespace)
             if uid:
                 owners.append({**owner, "uid": uid})
-        if owners:
-            metadata["ownerReferences"] = owners
-        else:
-            metadata.pop("ownerReferences", None)
+        _set_owners(metadata, owners)
         annotations = metadata.setdefault("annotations", {})
         if _is_managed(rtype):
             annotations[meta.PAUSED] = "true"
