@@ -69,6 +69,31 @@ def seed(source: Kube, start: int, stop: int) -> None:
         list(pool.map(one, range(start, stop)))
 
 
+def clusters(factory: APIServerFactory) -> tuple[Kube, Kube, dict[str, Any]]:
+    """The local cluster (Instance ``myctp``, Backups) and the source control plane.
+
+    The source has the package-owned CRD of the seeded custom resources, which
+    is returned for a target to install, and the namespaces ``seed`` fills.
+    """
+    local = Kube(factory(name="local"))
+    local.apply_crds(PROVIDER_CRDS, BACKUP_CRDS)
+    source = Kube(factory(name="source"))
+    crd = dict(PROVIDER_CRD)
+    source.extensions.create_custom_resource_definition(crd)
+    wait_for("the CRD", partial(source.established, crd["metadata"]["name"]))
+    for index in range(NAMESPACES):
+        source.namespace(f"app-{index}")
+    instance_with_kubeconfig(local, source.server, "myctp")
+    return local, source, crd
+
+
+def backup_body(name: str, endpoint: str) -> dict[str, Any]:
+    """A Backup of ``myctp`` into the bench's bucket."""
+    body = backup_object(name, "myctp", endpoint)
+    body["spec"]["storage"]["bucket"] = BUCKET
+    return body
+
+
 def job(*args: str, env: dict[str, str]) -> dict[str, Any]:
     done = subprocess.run(
         [sys.executable, "-m", "bench.backup_job", *args],
@@ -115,23 +140,13 @@ def main() -> None:
         s3.create_bucket(BUCKET)
         # The operator allows the loopback plain-http S3 explicitly.
         env = {**os.environ, "ALLOWED_S3_ENDPOINTS": s3.endpoint}
-        local = Kube(factory(name="local"))
-        local.apply_crds(PROVIDER_CRDS, BACKUP_CRDS)
-        source = Kube(factory(name="source"))
-        crd = dict(PROVIDER_CRD)
-        source.extensions.create_custom_resource_definition(crd)
-        wait_for("the CRD", partial(source.established, crd["metadata"]["name"]))
-        for index in range(NAMESPACES):
-            source.namespace(f"app-{index}")
-        instance_with_kubeconfig(local, source.server, "myctp")
+        local, source, crd = clusters(factory)
         seeded = 0
         for size in sorted(args.sizes):
             seed(source, seeded, size)
             seeded = size
             name = f"bench-{size}"
-            body = backup_object(name, "myctp", s3.endpoint)
-            body["spec"]["storage"]["bucket"] = BUCKET
-            local.create("backups", body)
+            local.create("backups", backup_body(name, s3.endpoint))
             backed = job("backup", str(local.server.kubeconfig_path), "team-a", name, env=env)
             baseline = kubectl_baseline(source.server.kubeconfig_path)
             target = Kube(factory(name=f"target-{size}"))

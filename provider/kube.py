@@ -300,12 +300,18 @@ class Cluster:
         return await self.request("PUT", path, body=obj, label=resource.plural)
 
     async def merge_patch(
-        self, resource: Resource, namespace: str | None, name: str, patch: Mapping[str, Any]
+        self,
+        resource: Resource,
+        namespace: str | None,
+        name: str,
+        patch: Mapping[str, Any],
+        *,
+        subresource: str = "",
     ) -> JsonObject:
-        """Apply a JSON merge patch."""
+        """Apply a JSON merge patch, to the object or one of its subresources (``status``)."""
         return await self.request(
             "PATCH",
-            resource.path(namespace, name),
+            resource.path(namespace, name, subresource),
             body=patch,
             content_type="application/merge-patch+json",
             label=resource.plural,

@@ -72,6 +72,22 @@ class InstanceParameters(_Model):
     initial_restoration_from: Restoration | None = None
 
 
+class RestoreStatus(_Model):
+    """``status.atProvider.restore`` of an Instance: where its restore stands.
+
+    The provider writes it; it reads it back to resume an interrupted restore.
+    """
+
+    backup_name: str = ""
+    phase: Literal["InProgress", "Completed", "Failed"] | None = None
+    step: str = ""
+    applied: int = Field(default=0, ge=0)
+    total: int = Field(default=0, ge=0)
+    started_at: str = ""
+    message: str = ""
+    completed_at: str = ""
+
+
 class ProviderConfigRef(_Model):
     """Which provider config an Instance uses."""
 

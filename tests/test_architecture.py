@@ -154,15 +154,21 @@ BOUNDARIES = [
         forbidden=("provider", "kubernetes", "aiohttp", "boto3", "botocore", "socket", "ssl"),
     ),
     Boundary(
-        reason="the backup archive layout and schedules are pure: no I/O, no controller",
+        reason="the backup archive layout, schedules and restore steps are pure: no I/O",
         files=(
             "provider/backup/archive.py",
             "provider/backup/cron.py",
             "provider/backup/plan.py",
             "provider/backup/final.py",
+            "provider/backup/restore_steps.py",
         ),
         forbidden=("provider", "kubernetes", "aiohttp", "boto3", "botocore", "socket", "ssl"),
-        allowed=("provider.backup.archive", "provider.backup.cron", "provider.backup.plan"),
+        allowed=(
+            "provider.backup.archive",
+            "provider.backup.cron",
+            "provider.backup.plan",
+            "provider.backup.restore_steps",
+        ),
     ),
     Boundary(
         reason="the backup command line's diff, inventory and progress are pure: no I/O",

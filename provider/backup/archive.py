@@ -31,7 +31,7 @@ import re
 import tarfile
 import time
 import zlib
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import IO, TYPE_CHECKING, Any, Literal, Self, TypeVar
@@ -437,7 +437,11 @@ def verify(
 
 
 def objects(
-    source: IO[bytes], manifest: Manifest, *, limits: Limits | None = None
+    source: IO[bytes],
+    manifest: Manifest,
+    *,
+    limits: Limits | None = None,
+    folders: Collection[str] | None = None,
 ) -> Iterator[tuple[ResourceType, dict[str, Any]]]:
     """Read every object of an archive that ``verify`` accepted, in archive order.
 
@@ -447,6 +451,9 @@ def objects(
         source: the same archive ``verify`` read, from its start.
         manifest: what ``verify`` returned for it.
         limits: the sizes and counts beyond which the archive is refused.
+        folders: read only the objects of these folders (every file is still checked);
+            None reads all. Parsing is most of a pass, so a reader that needs a few
+            types at a time pays only for those.
 
     Yields:
         Each object with its type.
@@ -466,7 +473,7 @@ def objects(
         seen.add(entry.path)
         if hashlib.sha256(data).hexdigest() != digest:
             raise ArchiveError(f"checksum mismatch for {entry.path}")
-        if entry.role == "object":
+        if entry.role == "object" and (folders is None or entry.folder in folders):
             rtype = manifest.types[entry.folder]
             yield rtype, _read_object(entry, rtype, data, limits)
     for path in manifest.files:
@@ -696,8 +703,42 @@ def _misfit(path: str) -> ArchiveError:
     return ArchiveError(f"path {_show(path)} does not fit the archive layout")
 
 
+# The file list as the writer lays it out, last in export.yaml: one path (made of
+# Kubernetes names and slashes, which plain YAML reads as they are) and one quoted
+# digest a line. Nothing in these lines has a meaning of its own in YAML.
+_FILES_HEAD = b"\nfiles:\n"
+_FILES_LINE = re.compile(rb'  ([a-z0-9][-a-z0-9./]*): "([0-9a-f]{64})"\n')
+
+
+def _split_files(data: bytes) -> tuple[bytes, dict[str, str] | None]:
+    """export.yaml without its file list, and the list, when laid out as the writer does.
+
+    A YAML parser holds a node per path and digest, some hundreds of bytes each, so
+    reading the list line by line keeps a restore's memory from growing with the
+    archive. Any other layout gives None: the whole file is then read as YAML.
+    """
+    start = data.rfind(_FILES_HEAD)
+    if start < 0:
+        return data, None
+    files: dict[str, str] = {}
+    position = start + len(_FILES_HEAD)
+    while position < len(data):
+        line = _FILES_LINE.match(data, position)
+        if line is None:
+            return data, None
+        files[line[1].decode()] = line[2].decode()
+        position = line.end()
+    return data[: start + 1], files
+
+
 def _read_export(data: bytes, limits: Limits) -> _Export:
-    document = _load(EXPORT_FILE, data, limits.max_nodes + 2 * limits.max_members)
+    max_nodes = limits.max_nodes + 2 * limits.max_members
+    head, file_list = _split_files(data)
+    if file_list is not None and 2 * len(file_list) > max_nodes:
+        raise ArchiveError(f"{EXPORT_FILE} has more than {max_nodes} YAML nodes")
+    document = _load(EXPORT_FILE, head, max_nodes)
+    if isinstance(document, dict) and file_list is not None:
+        document["files"] = file_list
     if not isinstance(document, dict):
         raise ArchiveError(f"{EXPORT_FILE} is not a mapping")
     # The version comes first: another version may lay out everything else differently.

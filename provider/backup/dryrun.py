@@ -1,7 +1,7 @@
 """What a restore would do to a control plane, found without changing it.
 
 ``controlplane-backup restore --dry-run`` walks a verified archive in the
-restore's own order (``restore.order``, ``restore.parsed_batches``) and asks
+restore's own order (``restore_steps.order``, ``restore.parsed_batches``) and asks
 the API server for each object: a GET for what is live, and a server-side
 apply with ``dryRun=All`` as the restore's field manager for what the restore
 would leave, admitted, defaulted and merged, with nothing stored. Each object
@@ -32,10 +32,10 @@ from provider.backup.restore import (
     ObjectKey,
     Progress,
     RestoreError,
-    order,
     parsed_batches,
     repoint_owners,
 )
+from provider.backup.restore_steps import order
 from provider.kube import CRDS, Cluster, KubeError
 from provider.managed import meta
 

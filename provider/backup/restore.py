@@ -2,40 +2,76 @@
 
 The archive is downloaded to a temporary file and verified whole (every
 checksum, no path leaving its root) before anything is applied. Objects are
-then applied with server-side apply in the contract's order, waiting for each
-custom type's CRD to be Established first; managed resources land paused and
-are unpaused at the end unless they were paused in the backup. Owner
-references are rewritten to the restored owners' new UIDs (an owner not
-restored is dropped), so garbage collection never removes restored objects.
-Running it again gives the same result, so a restore interrupted by a
-provider restart is simply run again.
+then applied with server-side apply, step by step in the contract's order
+(``provider.backup.restore_steps``), waiting for each custom type's CRD to be
+Established first; within a step a bounded pool of applies runs at once, and
+a step ends before the next begins. Each step reads the archive again and
+parses only its own types, so memory holds a batch of objects, never the
+archive.
+
+Managed resources land paused; the last step, ``unpause``, reads them from the
+archive again and unpauses each one that was not paused in the backup. What
+was paused in the backup is known from the archive alone, so a restore
+interrupted by a restart, resumed at the step it reached, keeps that promise.
+
+Owner references are rewritten to the restored owners' UIDs, read from the
+control plane (an owner not in the archive, or not there yet, is dropped), so
+garbage collection never removes restored objects and a resumed restore links
+owners restored before the restart.
+
+Progress goes to an optional callback, as ``restore_steps.Progress``: at every
+step and after every batch, then Completed or Failed. ``apply_archive`` applies
+an archive without a Backup (the ``controlplane-backup`` command line), and
+counts objects applied instead.
 """
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
+import logging
 import tempfile
-from collections.abc import AsyncIterator, Callable, Mapping
-from dataclasses import dataclass
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Coroutine, Mapping
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
 from typing import IO, Any
 
-from provider.backup import archive
+from provider.backup import archive, restore_steps
 from provider.backup.archive import ResourceType
 from provider.backup.backups import BACKUPS, COMPLETED, StoreFactory, check_storage, storage_spec
 from provider.backup.export import api_resource, owned_by_crossplane, restorable
+from provider.backup.restore_steps import COMPLETED as RESTORE_COMPLETED
+from provider.backup.restore_steps import (
+    IN_PROGRESS,
+    UNPAUSE,
+    Step,
+    plan,
+    resume_point,
+)
 from provider.backup.storage import StorageError, Store
 from provider.backup.tenancy import EndpointPolicy, TenancyError, check_key
-from provider.kube import CRDS, Cluster, KubeError
+from provider.kube import CRDS, Cluster, KubeError, NotFoundError
 from provider.managed import meta
 
 FIELD_MANAGER = "controlplane-restore"
 CRD_TIMEOUT_SECONDS = 300.0
 CRD_POLL_SECONDS = 1.0
-# Objects applied at once within a step: bounded, so memory stays bounded too.
+# Requests in flight at once within a step: bounded, so memory stays bounded too.
 APPLY_CONCURRENCY = 16
-# Within the contract's last phase: claims, then composites, then managed resources.
-_CATEGORY_ORDER = ("claim", "composite", "managed")
+# Objects parsed per call into the worker thread.
+PARSE_BATCH = 64
+# Owners whose UIDs are remembered: many objects share a few owners (a composite
+# and its managed resources), so a small cache saves most reads, at a fixed size.
+OWNER_CACHE = 1024
+
+ProgressHook = Callable[[restore_steps.Progress], Awaitable[None]]
+# Told how many more objects were applied, after each batch.
+Progress = Callable[[int], None]
+# (apiVersion, kind, namespace, name) of an object; an empty namespace when cluster-scoped.
+ObjectKey = tuple[str, str, str, str]
+
+log = logging.getLogger(__name__)
 
 
 class RestoreError(Exception):
@@ -49,17 +85,12 @@ class Outcome:
     objects: int
 
 
-def order(rtype: ResourceType) -> tuple[int, int]:
-    """The contract's order: namespaces, configmaps, secrets, packages, XRDs, then the rest."""
-    within = next(
-        (i for i, category in enumerate(_CATEGORY_ORDER) if category in rtype.categories),
-        len(_CATEGORY_ORDER),
-    )
-    return archive.restore_phase(rtype), within
-
-
 def _is_managed(rtype: ResourceType) -> bool:
     return "managed" in rtype.categories
+
+
+def _now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 class _HashingFile:
@@ -85,6 +116,7 @@ class Restorer:
         crd_timeout: float = CRD_TIMEOUT_SECONDS,
         endpoints: EndpointPolicy | None = None,
         limits: archive.Limits | None = None,
+        concurrency: int = APPLY_CONCURRENCY,
     ) -> None:
         """``local`` holds the Backups; ``endpoints`` are the S3 endpoints the operator allows."""
         self.local = local
@@ -92,16 +124,98 @@ class Restorer:
         self.crd_timeout = crd_timeout
         self.endpoints = endpoints or EndpointPolicy()
         self.limits = limits or archive.Limits()
+        self.concurrency = concurrency
 
     async def restore(
-        self, namespace: str, backup_name: str, kubeconfig: Mapping[str, Any]
+        self,
+        namespace: str,
+        backup_name: str,
+        kubeconfig: Mapping[str, Any],
+        *,
+        progress: ProgressHook | None = None,
+        recorded: Mapping[str, Any] | None = None,
     ) -> Outcome:
         """Restore Backup ``namespace/backup_name`` into the cluster of ``kubeconfig``.
+
+        Args:
+            namespace: the Backup's namespace.
+            backup_name: the Backup's name.
+            kubeconfig: the target control plane's kubeconfig, parsed.
+            progress: told where the restore stands, at every step and batch, then at its end.
+            recorded: what an earlier run of this restore recorded (``Progress.record()``);
+                a run of the same Backup that stopped at a step resumes at that step.
 
         Raises:
             RestoreError: the Backup, its archive or the target refuses; the
                 message says which.
+            KubeError: the local cluster or the target cannot be reached.
         """
+        report = _Reporter(
+            progress,
+            restore_steps.Progress(
+                backup_name, IN_PROGRESS, "", 0, 0, str((recorded or {}).get("startedAt") or _now())
+            ),
+        )
+        try:
+            return await self._restore(namespace, backup_name, kubeconfig, report, recorded)
+        except (RestoreError, KubeError) as error:
+            await report.send(report.last.failed(str(error)))
+            raise
+
+    async def _restore(
+        self,
+        namespace: str,
+        backup_name: str,
+        kubeconfig: Mapping[str, Any],
+        report: _Reporter,
+        recorded: Mapping[str, Any] | None,
+    ) -> Outcome:
+        storage, key, sha256, size = await self._archive_of(namespace, backup_name)
+        with tempfile.TemporaryFile() as file:
+            try:
+                digest = await asyncio.to_thread(
+                    self._download, storage, namespace, key, size, file
+                )
+            except StorageError as error:
+                msg = f"cannot fetch the archive of Backup {backup_name}: {error}"
+                raise RestoreError(msg) from None
+            if digest != sha256:
+                msg = f"the archive of Backup {backup_name} does not match its recorded sha256"
+                raise RestoreError(msg)
+            file.seek(0)
+            try:
+                manifest = await asyncio.to_thread(
+                    archive.verify, file, limits=self.limits, admit=restorable
+                )
+            except archive.ArchiveError as error:
+                msg = f"the archive of Backup {backup_name} is refused: {error}"
+                raise RestoreError(msg) from None
+            steps = plan(manifest.types, _counts(manifest))
+            first = resume_point(steps, recorded, backup_name).step
+            if first:
+                log.info(
+                    "restore resumes",
+                    extra={"fields": {"backup": backup_name, "step": steps[first].name}},
+                )
+            target = await Cluster.from_kubeconfig(kubeconfig)
+            try:
+                await _Apply(
+                    target, file, manifest, self.crd_timeout, self.limits, self.concurrency
+                ).run(steps, first, report)
+            except archive.ArchiveError as error:
+                msg = f"the archive of Backup {backup_name} is refused: {error}"
+                raise RestoreError(msg) from None
+            finally:
+                await target.close()
+        await report.send(
+            replace(report.last, phase=RESTORE_COMPLETED, step=UNPAUSE, completed_at=_now())
+        )
+        return Outcome(objects=manifest.objects)
+
+    async def _archive_of(
+        self, namespace: str, backup_name: str
+    ) -> tuple[Mapping[str, Any], str, str, int]:
+        """A Completed Backup's storage, archive key, sha256 and size; RestoreError if refused."""
         backup = await self.local.get(BACKUPS, namespace, backup_name)
         if backup is None:
             msg = f"Backup {namespace}/{backup_name} not found"
@@ -132,34 +246,7 @@ class Restorer:
                 f"limit of {self.limits.max_archive_bytes} bytes"
             )
             raise RestoreError(msg)
-        with tempfile.TemporaryFile() as file:
-            try:
-                digest = await asyncio.to_thread(
-                    self._download, storage, namespace, key, size, file
-                )
-            except StorageError as error:
-                msg = f"cannot fetch the archive of Backup {backup_name}: {error}"
-                raise RestoreError(msg) from None
-            if digest != sha256:
-                msg = f"the archive of Backup {backup_name} does not match its recorded sha256"
-                raise RestoreError(msg)
-            file.seek(0)
-            try:
-                manifest = await asyncio.to_thread(
-                    archive.verify, file, limits=self.limits, admit=restorable
-                )
-            except archive.ArchiveError as error:
-                msg = f"the archive of Backup {backup_name} is refused: {error}"
-                raise RestoreError(msg) from None
-            target = await Cluster.from_kubeconfig(kubeconfig)
-            try:
-                count = await _Apply(target, file, manifest, self.crd_timeout, self.limits).run()
-            except archive.ArchiveError as error:
-                msg = f"the archive of Backup {backup_name} is refused: {error}"
-                raise RestoreError(msg) from None
-            finally:
-                await target.close()
-        return Outcome(objects=count)
+        return storage, key, sha256, size
 
     def _download(
         self, storage: Mapping[str, Any], namespace: str, key: str, size: int, file: IO[bytes]
@@ -170,16 +257,38 @@ class Restorer:
         return sink.digest.hexdigest()
 
 
+def _counts(manifest: archive.Manifest) -> dict[str, int]:
+    """Objects per folder of a verified archive."""
+    counts: dict[str, int] = {}
+    for path in manifest.files:
+        folder, _, rest = path.partition("/")
+        if rest != archive.METADATA_FILE:
+            counts[folder] = counts.get(folder, 0) + 1
+    return counts
+
+
+class _Reporter:
+    """Hands progress to the caller's hook, and remembers the last for a failure to name."""
+
+    def __init__(self, hook: ProgressHook | None, first: restore_steps.Progress) -> None:
+        self.hook = hook
+        self.last = first
+
+    async def send(self, progress: restore_steps.Progress) -> None:
+        self.last = progress
+        if self.hook is not None:
+            await self.hook(progress)
+
+
 Batch = list[tuple[ResourceType, dict[str, Any]]]
-# (apiVersion, kind, namespace, name) of an object; an empty namespace when cluster-scoped.
-ObjectKey = tuple[str, str, str, str]
 
 
 def repoint_owners(metadata: dict[str, Any], uids: Mapping[ObjectKey, str]) -> None:
-    """Point owner references at the restored owners' new UIDs; drop those not restored.
+    """Point owner references at the owners' UIDs in ``uids``; drop those not there.
 
-    An owner is in its dependent's namespace or cluster-scoped, so garbage
-    collection never takes a restored object for an orphan.
+    An owner is in its dependent's namespace or cluster-scoped. The restore itself
+    reads owners' UIDs from the control plane; a dry run, which creates nothing,
+    keeps the UIDs it plans in a map.
     """
     namespace = str(metadata.get("namespace") or "")
     owners = []
@@ -191,14 +300,15 @@ def repoint_owners(metadata: dict[str, Any], uids: Mapping[ObjectKey, str]) -> N
         )
         if uid:
             owners.append({**owner, "uid": uid})
+    _set_owners(metadata, owners)
+
+
+def _set_owners(metadata: dict[str, Any], owners: list[dict[str, Any]]) -> None:
+    """The owner references kept, or none at all."""
     if owners:
         metadata["ownerReferences"] = owners
     else:
         metadata.pop("ownerReferences", None)
-
-
-# Told how many more objects were applied, after each batch.
-Progress = Callable[[int], None]
 
 
 async def apply_archive(
@@ -214,44 +324,55 @@ async def apply_archive(
 
     The same apply as a Backup's restore, without a Backup: ``file`` holds the
     archive ``manifest`` describes, and its objects go into ``target`` in the
-    contract's order.
+    contract's order, step by step, then managed resources are unpaused.
 
     Raises:
         RestoreError: the target or the archive refuses; the message says which.
     """
+    counted = 0
+
+    async def count(reached: restore_steps.Progress) -> None:
+        nonlocal counted
+        if progress is not None and reached.applied > counted:
+            progress(reached.applied - counted)
+        counted = max(counted, reached.applied)
+
+    steps = plan(manifest.types, _counts(manifest))
+    first = restore_steps.Progress("", IN_PROGRESS, "", 0, manifest.objects, _now())
+    apply = _Apply(
+        target, file, manifest, crd_timeout, limits or archive.Limits(), APPLY_CONCURRENCY
+    )
     try:
-        count = await _Apply(
-            target, file, manifest, crd_timeout, limits or archive.Limits(), progress=progress
-        ).run()
+        await apply.run(steps, 0, _Reporter(count, first))
     except archive.ArchiveError as error:
         msg = f"the archive is refused: {error}"
         raise RestoreError(msg) from None
-    return Outcome(objects=count)
+    return Outcome(objects=manifest.objects)
 
 
 async def parsed_batches(
     file: IO[bytes],
     manifest: archive.Manifest,
-    folders: set[str],
+    folders: Collection[str],
     *,
-    size: int = APPLY_CONCURRENCY,
+    size: int = PARSE_BATCH,
     limits: archive.Limits | None = None,
 ) -> AsyncIterator[Batch]:
     """The objects of ``folders`` in a verified archive, ``size`` at a time.
 
     Decompressing and parsing run in a worker thread, a batch per call, so the
     event loop (every other reconcile, the leader Lease's renewal) never waits on
-    an archive, however many objects it holds.
+    an archive, however many objects it holds. Objects of other folders are
+    checked but not parsed.
     """
-    reader = archive.objects(file, manifest, limits=limits)
+    reader = archive.objects(file, manifest, limits=limits, folders=folders)
 
     def take() -> Batch:
         batch: Batch = []
         for rtype, obj in reader:
-            if rtype.folder in folders:
-                batch.append((rtype, obj))
-                if len(batch) >= size:
-                    break
+            batch.append((rtype, obj))
+            if len(batch) >= size:
+                break
         return batch
 
     while batch := await asyncio.to_thread(take):
@@ -259,51 +380,66 @@ async def parsed_batches(
 
 
 class _Apply:
-    """One pass per phase over a verified archive."""
+    """The steps of one restore over a verified archive."""
 
-    def __init__(
+    def __init__(  # noqa: PLR0917 (the restore's parts, passed once)
         self,
         target: Cluster,
         file: IO[bytes],
         manifest: archive.Manifest,
         crd_timeout: float,
         limits: archive.Limits,
-        *,
-        progress: Progress | None = None,
+        concurrency: int,
     ) -> None:
         self.target = target
-        self.progress = progress
         self.file = file
         self.manifest = manifest
         self.crd_timeout = crd_timeout
         self.limits = limits
+        self.concurrency = concurrency
         self.established: set[str] = set()
-        # Each restored object -> its new UID.
-        self.uids: dict[ObjectKey, str] = {}
-        self.to_unpause: list[tuple[ResourceType, str, str]] = []
+        # (apiVersion, kind) -> the archive's type of that kind, to find an owner's path.
+        self.kinds = {(t.api_version, t.kind): t for t in manifest.types.values()}
+        # (apiVersion, kind, namespace, name) -> UID of an owner in the control plane.
+        self.owner_uids: OrderedDict[tuple[str, str, str, str], str] = OrderedDict()
 
-    async def run(self) -> int:
-        count = 0
-        for step in sorted({order(t) for t in self.manifest.types.values()}):
-            types = {folder for folder, t in self.manifest.types.items() if order(t) == step}
-            for folder in sorted(types):
+    async def run(self, steps: list[Step], first: int, report: _Reporter) -> None:
+        total = self.manifest.objects
+        applied = sum(step.objects for step in steps[:first])
+        for step in steps[first:]:
+            at_step = replace(report.last, step=step.name, applied=applied, total=total)
+            await report.send(at_step)
+            if step.name == UNPAUSE:
+                await self._unpause()
+                continue
+            for folder in sorted(step.folders):
                 await self._wait_for_type(self.manifest.types[folder])
             self.file.seek(0)
+            batches = parsed_batches(self.file, self.manifest, step.folders, limits=self.limits)
             # A step ends before the next begins: owners land before what they own.
-            async for batch in parsed_batches(self.file, self.manifest, types, limits=self.limits):
-                await asyncio.gather(*(self._apply(rtype, obj) for rtype, obj in batch))
-                count += len(batch)
-                if self.progress is not None:
-                    self.progress(len(batch))
-        patch = {"metadata": {"annotations": {meta.PAUSED: None}}}
-        for start in range(0, len(self.to_unpause), APPLY_CONCURRENCY):
-            await asyncio.gather(
-                *(
-                    self.target.merge_patch(api_resource(rtype), namespace or None, name, patch)
-                    for rtype, namespace, name in self.to_unpause[start : start + APPLY_CONCURRENCY]
-                )
-            )
-        return count
+            async for done in self._pooled(batches, self._apply):
+                applied += done
+                await report.send(replace(report.last, applied=applied))
+
+    async def _pooled(
+        self,
+        batches: AsyncIterator[Batch],
+        work: Callable[[ResourceType, dict[str, Any]], Coroutine[Any, Any, None]],
+    ) -> AsyncIterator[int]:
+        """Run ``work`` on every object, ``concurrency`` at once; how many finished, per batch.
+
+        The first failure is raised once the work in flight has stopped.
+        """
+        pool = _Pool(self.concurrency)
+        try:
+            async for batch in batches:
+                for rtype, obj in batch:
+                    await pool.submit(work(rtype, obj))
+                yield pool.take_finished()
+            await pool.drain()
+            yield pool.take_finished()
+        finally:
+            await pool.stop()
 
     async def _wait_for_type(self, rtype: ResourceType) -> None:
         """A custom type can only be applied once its CRD is Established."""
@@ -333,22 +469,125 @@ class _Apply:
     async def _apply(self, rtype: ResourceType, obj: dict[str, Any]) -> None:
         metadata = obj.setdefault("metadata", {})
         obj["apiVersion"], obj["kind"] = rtype.api_version, rtype.kind
-        repoint_owners(metadata, self.uids)
+        namespace = str(metadata.get("namespace") or "")
+        owners = []
+        for owner in metadata.get("ownerReferences") or []:
+            uid = await self._owner_uid(owner, namespace)
+            if uid:
+                owners.append({**owner, "uid": uid})
+        _set_owners(metadata, owners)
         annotations = metadata.setdefault("annotations", {})
         if _is_managed(rtype):
-            if annotations.get(meta.PAUSED) != "true":
-                self.to_unpause.append(
-                    (rtype, str(metadata.get("namespace") or ""), metadata["name"])
-                )
             annotations[meta.PAUSED] = "true"
         if not annotations:
             metadata.pop("annotations")
         try:
-            applied = await self.target.apply(api_resource(rtype), obj, field_manager=FIELD_MANAGER)
+            await self.target.apply(api_resource(rtype), obj, field_manager=FIELD_MANAGER)
         except KubeError as error:
-            where = f"{metadata.get('namespace', '')}/{metadata['name']}"
-            msg = f"cannot apply {rtype.kind} {where}: {error}"
+            msg = f"cannot apply {rtype.kind} {namespace}/{metadata['name']}: {error}"
             raise RestoreError(msg) from None
-        self.uids[
-            (rtype.api_version, rtype.kind, str(metadata.get("namespace") or ""), metadata["name"])
-        ] = str((applied.get("metadata") or {}).get("uid", ""))
+
+    async def _owner_uid(self, owner: Mapping[str, Any], namespace: str) -> str | None:
+        """The UID of a restored owner in the control plane; None if it is not restored."""
+        rtype = self.kinds.get((str(owner.get("apiVersion")), str(owner.get("kind"))))
+        name = str(owner.get("name"))
+        if rtype is None:
+            return None
+        scope = namespace if rtype.namespaced else ""
+        key = (rtype.api_version, rtype.kind, scope, name)
+        cached = self.owner_uids.get(key)
+        if cached is not None:
+            self.owner_uids.move_to_end(key)
+            return cached
+        try:
+            path = archive.member_path(rtype, {"metadata": {"name": name, "namespace": scope}})
+        except archive.ArchiveError:
+            return None
+        if path not in self.manifest.files:
+            return None
+        found = await self.target.get(api_resource(rtype), scope or None, name)
+        uid = str(((found or {}).get("metadata") or {}).get("uid") or "")
+        if not uid:
+            return None
+        self.owner_uids[key] = uid
+        if len(self.owner_uids) > OWNER_CACHE:
+            self.owner_uids.popitem(last=False)
+        return uid
+
+    async def _unpause(self) -> None:
+        """Unpause every managed resource that was not paused in the backup."""
+        folders = {f for f, t in self.manifest.types.items() if _is_managed(t)}
+        if not folders:
+            return
+        self.file.seek(0)
+        batches = parsed_batches(self.file, self.manifest, folders, limits=self.limits)
+        async for _ in self._pooled(batches, self._unpause_one):
+            pass
+
+    async def _unpause_one(self, rtype: ResourceType, obj: dict[str, Any]) -> None:
+        metadata = obj["metadata"]
+        if (metadata.get("annotations") or {}).get(meta.PAUSED) == "true":
+            return
+        patch = {"metadata": {"annotations": {meta.PAUSED: None}}}
+        namespace = str(metadata.get("namespace") or "")
+        try:
+            await self.target.merge_patch(
+                api_resource(rtype), namespace or None, metadata["name"], patch
+            )
+        except NotFoundError:
+            # Deleted in the control plane since it was applied: nothing is paused.
+            return
+        except KubeError as error:
+            msg = f"cannot unpause {rtype.kind} {namespace}/{metadata['name']}: {error}"
+            raise RestoreError(msg) from None
+
+
+class _Pool:
+    """At most ``size`` coroutines at once; each costs one slot and one callback."""
+
+    def __init__(self, size: int) -> None:
+        self.slots = asyncio.Semaphore(size)
+        self.running: set[asyncio.Task[None]] = set()
+        self.finished = 0
+        self.failure: BaseException | None = None
+
+    async def submit(self, work: Coroutine[Any, Any, None]) -> None:
+        """Start ``work`` once a slot is free; raise the first failure so far instead."""
+        await self.slots.acquire()
+        if self.failure is not None:
+            work.close()
+            self.slots.release()
+            raise self.failure
+        task = asyncio.create_task(work)
+        self.running.add(task)
+        task.add_done_callback(self._done)
+
+    def _done(self, task: asyncio.Task[None]) -> None:
+        self.running.discard(task)
+        self.slots.release()
+        if task.cancelled():
+            return
+        error = task.exception()
+        if error is None:
+            self.finished += 1
+        elif self.failure is None:
+            self.failure = error
+
+    def take_finished(self) -> int:
+        """How many finished since the last call."""
+        finished, self.finished = self.finished, 0
+        return finished
+
+    async def drain(self) -> None:
+        """Wait for the work in flight; raise the first failure."""
+        while self.running:
+            await asyncio.wait(set(self.running))
+        if self.failure is not None:
+            raise self.failure
+
+    async def stop(self) -> None:
+        """Cancel the work in flight (after a failure or a cancellation) and wait for it."""
+        for task in self.running:
+            task.cancel()
+        if self.running:
+            await asyncio.wait(set(self.running))

@@ -11,11 +11,12 @@ from __future__ import annotations
 import base64
 import binascii
 from collections.abc import Mapping
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, Literal
 
 from provider import kube
-from provider.backup.restore import RestoreError, Restorer
+from provider.backup.instance_restore import InstanceRestore
+from provider.backup.restore import Restorer
 from provider.kube import Cluster, KubeError
 from provider.managed import conditions, meta
 from provider.managed.external import Creation, ManagedObject, Observation, Update
@@ -58,7 +59,7 @@ class SpacesConnector:
     ) -> None:
         """``local`` is the cluster the Instances live in; ``restorer`` restores Backups."""
         self.local = local
-        self.restorer = restorer
+        self.restoring = InstanceRestore(local, restorer) if restorer is not None else None
         self.on_request = on_request
         # One client per kubeconfig secret version, so a steady poll reuses its
         # connections and a rotated kubeconfig is picked up on the next poll.
@@ -89,7 +90,7 @@ class SpacesConnector:
             )
             raise ConnectError(msg)
         space = await self._space(secret_namespace, selector.name, selector.key)
-        return SpacesClient(space, settings.spaces.namespace, self.restorer)
+        return SpacesClient(space, settings.spaces.namespace, self.restoring)
 
     async def _space(self, namespace: str, name: str, key: str) -> Cluster:
         where = f"secret {namespace}/{name}"
@@ -146,11 +147,13 @@ def _desired(spec: InstanceSpec, external_name: str, group: str) -> dict[str, An
 class SpacesClient:
     """Manages the ControlPlane of one Instance in one Space group."""
 
-    def __init__(self, space: Cluster, group: str, restorer: Restorer | None = None) -> None:
+    def __init__(
+        self, space: Cluster, group: str, restoring: InstanceRestore | None = None
+    ) -> None:
         """``group`` is the Space namespace where ControlPlanes are made."""
         self.space = space
         self.group = group
-        self.restorer = restorer
+        self.restoring = restoring
 
     async def observe(self, managed: ManagedObject) -> Observation:
         """Find the ControlPlane; late-initialise, report readiness and the kubeconfig."""
@@ -196,40 +199,17 @@ class SpacesClient:
     async def _restore(
         self, managed: ManagedObject, spec: InstanceSpec, details: Mapping[str, bytes]
     ) -> conditions.Condition | None:
-        """Restore the Backup the Instance was created from, once; a Ready condition while not done.
+        """Restore the Backup the Instance was created from, once; Ready=False while not done.
 
-        The restore is idempotent, so one interrupted by a restart simply runs again.
+        ``status.atProvider.restore`` and the ``Restored`` condition say where it stands;
+        a restore interrupted by a restart resumes at the step recorded there.
         """
         source = spec.for_provider.initial_restoration_from
-        if source is None or self.restorer is None:
+        if source is None or self.restoring is None:
             return None
-        at_provider = managed.setdefault("status", {}).setdefault("atProvider", {})
-        state = at_provider.get("restore") or {}
-        backup = source.backup_ref.name
-        if state.get("backupName") == backup and state.get("phase") == "Completed":
-            return None
-        kubeconfig = details.get(KUBECONFIG_KEY)
-        if not kubeconfig:
-            return conditions.unavailable(f"waiting for a kubeconfig to restore Backup {backup}")
-        namespace = managed["metadata"]["namespace"]
-        try:
-            outcome = await self.restorer.restore(
-                namespace, backup, kube.load_kubeconfig_text(kubeconfig.decode())
-            )
-        except (RestoreError, KubeError) as error:
-            at_provider["restore"] = {
-                "backupName": backup,
-                "phase": "Failed",
-                "message": str(error),
-            }
-            return conditions.unavailable(f"restore from Backup {backup} failed: {error}")
-        at_provider["restore"] = {
-            "backupName": backup,
-            "phase": "Completed",
-            "objects": outcome.objects,
-            "completedAt": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        }
-        return None
+        return await self.restoring.run(
+            managed, source.backup_ref.name, details.get(KUBECONFIG_KEY)
+        )
 
     async def _kubeconfig(self, found: Mapping[str, Any]) -> dict[str, bytes]:
         ref = (found.get("spec") or {}).get("writeConnectionSecretToRef") or {}

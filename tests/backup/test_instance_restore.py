@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -14,9 +13,8 @@ from provider.instances import InstanceAPI
 from provider.kube import Cluster
 from provider.managed.reconciler import Reconciler
 from provider.spaces.backend import SpacesConnector
-from sandbox.apiserver import APIServerFactory, Etcd
 from sandbox.s3 import SeaweedFS
-from sandbox.spaces import SPACES_CRD, Kube, SpacesSimulator, condition, wait_for
+from sandbox.spaces import Kube, condition, wait_for
 from tests.backup.test_roundtrip import (
     BUCKET,
     NAMESPACE,
@@ -29,22 +27,25 @@ from tests.backup.test_roundtrip import (
 )
 from tests.provider.conftest import (
     PROVIDER_NAMESPACE,
-    SPACE_GROUP,
     SPACE_SECRET,
     cluster_provider_config,
 )
 
 
-@pytest.fixture(scope="module")
-def space(kube_etcd: Etcd) -> Iterator[tuple[Kube, Kube]]:
-    """A Space whose simulated control planes are all one fresh API server."""
-    with APIServerFactory(kube_etcd) as factory:
-        space = Kube(factory(name="restore-space"))
-        space.apply_crds(SPACES_CRD)
-        space.namespace(SPACE_GROUP)
-        hosted = Kube(factory(name="restore-hosted"))
-        with SpacesSimulator(space, hosted.server):
-            yield space, hosted
+def restoring_instance(name: str, backup: str) -> dict[str, Any]:
+    """An Instance to be restored from Backup ``backup`` once its control plane is up."""
+    return {
+        "apiVersion": "controlplane.spaces.upbound.io/v1alpha1",
+        "kind": "Instance",
+        "metadata": {"name": name, "namespace": NAMESPACE},
+        "spec": {
+            "forProvider": {
+                "crossplane": {"autoUpgrade": {"channel": "Stable"}},
+                "initialRestorationFrom": {"backupRef": {"name": backup}},
+            },
+            "writeConnectionSecretToRef": {"name": f"{name}-kubeconfig"},
+        },
+    }
 
 
 def reconcile(local: Kube, namespace: str, name: str, endpoint: str) -> None:
@@ -83,21 +84,7 @@ def test_an_instance_is_ready_only_once_its_backup_is_restored(
         "restored-app", {"metadata": {"name": "settings"}, "data": {"mode": "restored"}}
     )
     local.namespace(NAMESPACE)
-    local.create(
-        "instances",
-        {
-            "apiVersion": "controlplane.spaces.upbound.io/v1alpha1",
-            "kind": "Instance",
-            "metadata": {"name": "restored", "namespace": NAMESPACE},
-            "spec": {
-                "forProvider": {
-                    "crossplane": {"autoUpgrade": {"channel": "Stable"}},
-                    "initialRestorationFrom": {"backupRef": {"name": "later"}},
-                },
-                "writeConnectionSecretToRef": {"name": "restored-kubeconfig"},
-            },
-        },
-    )
+    local.create("instances", restoring_instance("restored", "later"))
 
     def state() -> dict[str, Any] | None:
         reconcile(local, NAMESPACE, "restored", seaweed.endpoint)
@@ -119,6 +106,15 @@ def test_an_instance_is_ready_only_once_its_backup_is_restored(
     assert ready["status"] == "False"
     assert "restore from Backup later failed: Backup team-a/later not found" in ready["message"]
     assert waiting["status"]["atProvider"]["restore"]["phase"] == "Failed"
+    restored_condition = condition(waiting, "Restored")
+    assert (restored_condition["status"], restored_condition["reason"]) == (
+        "False",
+        "RestoreFailed",
+    )
+    assert restored_condition["message"] == (
+        "restore from Backup later failed before applying anything: Backup team-a/later not "
+        "found; it is retried"
+    )
 
     instance_with_kubeconfig(local, planes.source.server, "origin")
     local.create("backups", backup_object("later", "origin", seaweed.endpoint, "team-a/origin/"))
@@ -128,7 +124,16 @@ def test_an_instance_is_ready_only_once_its_backup_is_restored(
     restore = done["status"]["atProvider"]["restore"]
     assert restore["backupName"] == "later"
     assert restore["phase"] == "Completed"
-    assert restore["objects"] > 0
+    assert restore["applied"] == restore["total"] > 0
+    assert "message" not in restore, "a retry that succeeds drops the failure's message"
+    restored_condition = condition(done, "Restored")
+    assert (restored_condition["status"], restored_condition["reason"]) == (
+        "True",
+        "RestoreCompleted",
+    )
+    assert restored_condition["message"] == (
+        f"restored {restore['total']} objects from Backup later"
+    )
     settings = hosted.core.read_namespaced_config_map("settings", "restored-app")
     assert settings.data == {"mode": "restored"}
 
