@@ -344,22 +344,47 @@ class Cluster:
             answer.get("metadata", {}).get("resourceVersion", "")
         )
 
-    async def pages(
-        self, resource: Resource, namespace: str | None = None, *, page_size: int = 500
-    ) -> AsyncIterator[Page]:
-        """Every object, a page at a time, so memory stays bounded by a page."""
+    async def list_pages(
+        self,
+        resource: Resource,
+        namespace: str | None = None,
+        *,
+        label_selector: str = "",
+        field_selector: str = "",
+        page_size: int = 500,
+    ) -> AsyncIterator[tuple[Page, str]]:
+        """Every object, a page at a time, each with the list's resourceVersion.
+
+        The pages are one consistent snapshot (the continue token pins it), so
+        the last page's version is where a watch of the whole list starts.
+
+        Raises:
+            GoneError: the snapshot expired between pages; list again.
+        """
         token = ""
         while True:
             query = {"limit": str(page_size)}
+            if label_selector:
+                query["labelSelector"] = label_selector
+            if field_selector:
+                query["fieldSelector"] = field_selector
             if token:
                 query["continue"] = token
             answer = await self.request(
                 "GET", resource.path(namespace), query=query, label=resource.plural
             )
-            yield list(answer.get("items") or [])
-            token = str((answer.get("metadata") or {}).get("continue") or "")
+            metadata = answer.get("metadata") or {}
+            yield list(answer.get("items") or []), str(metadata.get("resourceVersion", ""))
+            token = str(metadata.get("continue") or "")
             if not token:
                 return
+
+    async def pages(
+        self, resource: Resource, namespace: str | None = None, *, page_size: int = 500
+    ) -> AsyncIterator[Page]:
+        """Every object, a page at a time, so memory stays bounded by a page."""
+        async for page, _ in self.list_pages(resource, namespace, page_size=page_size):
+            yield page
 
     async def is_namespaced(self, api_version: str, kind: str) -> bool | None:
         """Whether ``kind`` of ``api_version`` is namespaced, from discovery; None if not served.
@@ -409,6 +434,9 @@ class Cluster:
         resource_version: str,
         namespace: str | None = None,
         timeout_seconds: int = WATCH_TIMEOUT_SECONDS,
+        *,
+        label_selector: str = "",
+        field_selector: str = "",
     ) -> AsyncIterator[WatchEvent]:
         """Events since ``resource_version``, until the server ends the watch.
 
@@ -421,6 +449,10 @@ class Cluster:
             "allowWatchBookmarks": "true",
             "timeoutSeconds": str(timeout_seconds),
         }
+        if label_selector:
+            query["labelSelector"] = label_selector
+        if field_selector:
+            query["fieldSelector"] = field_selector
         if self._on_request is not None:
             self._on_request("WATCH", resource.plural)
         response = await self._call(
@@ -570,6 +602,8 @@ def _error(method: str, path: str, status: int, data: bytes) -> KubeError:
         return AlreadyExistsError(text)
     if status == 409:
         return _ConflictError(text)
+    if status == 410:
+        return GoneError(text)
     return KubeError(text)
 
 
