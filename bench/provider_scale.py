@@ -45,7 +45,7 @@ _SAMPLE = re.compile(
     r'^controlplane_provider_api_requests_total\{resource="([^"]+)",verb="([^"]+)"\} (\S+)$'
 )
 _SERVER_SAMPLE = re.compile(r"^apiserver_request_total\{([^}]*)\} (\S+)$", re.MULTILINE)
-PROBE_SECONDS = 2.0
+PROBE_SECONDS = 5.0
 
 
 def requests(metrics: str) -> dict[tuple[str, str], float]:

@@ -288,10 +288,9 @@ class SpacesSimulator:
                         allow_watch_bookmarks=True,
                         timeout_seconds=5,
                     )
+                    # The client raises ApiException for an ERROR event (410 Gone among them).
                     for event in stream:
                         obj = event["object"]
-                        if event["type"] == "ERROR":
-                            raise ApiException(status=obj.get("code"), reason=obj.get("message"))
                         version = obj["metadata"]["resourceVersion"]
                         if event["type"] in {"ADDED", "MODIFIED"}:
                             self._saw(obj)
