@@ -284,6 +284,12 @@ class Informer:
                 )
                 await first_of(asyncio.sleep(delay), stop.wait())
                 delay = min(delay * 2, RETRY_SECONDS[1])
+            except Exception:
+                # A bug must not leave the cache silently stale: list again after a pause.
+                log.exception("watch raised", extra={"fields": self._fields()})
+                self.version = ""
+                await first_of(asyncio.sleep(delay), stop.wait())
+                delay = min(delay * 2, RETRY_SECONDS[1])
 
     async def _list(self) -> None:
         """Replace the cache with a fresh list; tell the handlers what changed.

@@ -472,7 +472,12 @@ class Cluster:
             async for line in response.response.content:
                 if not line.strip():
                     continue
-                event = json.loads(line)
+                try:
+                    event = json.loads(line)
+                except ValueError:
+                    # A line cut short by a dropped connection.
+                    msg = f"watch of {resource.plural} on {self.server} sent a broken event"
+                    raise UnreachableError(msg) from None
                 if event.get("type") == "ERROR":
                     status = event.get("object") or {}
                     if status.get("code") == 410:
