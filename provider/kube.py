@@ -334,15 +334,14 @@ class Cluster:
         field_selector: str = "",
     ) -> tuple[list[JsonObject], str]:
         """Every object (of a namespace, or of all); and the list's resourceVersion."""
-        query = {"labelSelector": label_selector} if label_selector else {}
-        if field_selector:
-            query["fieldSelector"] = field_selector
-        answer = await self.request(
-            "GET", resource.path(namespace), query=query, label=resource.plural
-        )
-        return list(answer.get("items") or []), str(
-            answer.get("metadata", {}).get("resourceVersion", "")
-        )
+        items: list[JsonObject] = []
+        version = ""
+        async for page, page_version in self.list_pages(
+            resource, namespace, label_selector=label_selector, field_selector=field_selector
+        ):
+            items.extend(page)
+            version = page_version
+        return items, version
 
     async def list_pages(
         self,

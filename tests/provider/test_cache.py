@@ -137,9 +137,14 @@ def run(scenario: Callable[[], Awaitable[None]]) -> None:
     asyncio.run(asyncio.wait_for(scenario(), timeout=120))
 
 
-async def connect(server: APIServer, requests: list[tuple[str, str]] | None = None) -> Cluster:
+async def connect(
+    server: APIServer, namespace: str, requests: list[tuple[str, str]] | None = None
+) -> Cluster:
+    """A client of ``server`` (telling ``requests`` of each request), and a fresh namespace."""
     hook = None if requests is None else lambda verb, plural: requests.append((verb, plural))
-    return await Cluster.from_kubeconfig(yaml.safe_load(server.kubeconfig), on_request=hook)
+    cluster = await Cluster.from_kubeconfig(yaml.safe_load(server.kubeconfig), on_request=hook)
+    await cluster.create(NAMESPACES, {"metadata": {"name": namespace}})
+    return cluster
 
 
 async def eventually(what: str, probe: Callable[[], bool]) -> None:
@@ -193,8 +198,7 @@ def test_a_cache_lists_then_follows_additions_changes_and_deletions(
     apiserver: APIServer, namespace: str
 ) -> None:
     async def scenario() -> None:
-        cluster = await connect(apiserver)
-        await cluster.create(NAMESPACES, {"metadata": {"name": namespace}})
+        cluster = await connect(apiserver, namespace)
         await create(cluster, namespace, "first")
         await create(cluster, namespace, "second")
         heard: list[tuple[str, str]] = []
@@ -232,8 +236,7 @@ def test_a_cache_resumes_from_its_last_version_without_listing_again(
 ) -> None:
     async def scenario() -> None:
         requests: list[tuple[str, str]] = []
-        cluster = await connect(apiserver, requests)
-        await cluster.create(NAMESPACES, {"metadata": {"name": namespace}})
+        cluster = await connect(apiserver, namespace, requests)
         await create(cluster, namespace, "kept")
         informer = Informer(cluster, CONFIG_MAPS, namespace=namespace)
         async with Running(informer):
@@ -274,8 +277,7 @@ def test_a_cache_whose_version_expired_lists_again_and_reports_what_went(
 ) -> None:
     async def scenario() -> None:
         requests: list[tuple[str, str]] = []
-        cluster = await connect(compacting, requests)
-        await cluster.create(NAMESPACES, {"metadata": {"name": namespace}})
+        cluster = await connect(compacting, namespace, requests)
         await create(cluster, namespace, "kept")
         await create(cluster, namespace, "removed")
         informer = Informer(cluster, CONFIG_MAPS, namespace=namespace)
@@ -305,8 +307,7 @@ def test_a_conflicting_write_refreshes_the_cached_object(
     apiserver: APIServer, namespace: str
 ) -> None:
     async def scenario() -> None:
-        cluster = await connect(apiserver)
-        await cluster.create(NAMESPACES, {"metadata": {"name": namespace}})
+        cluster = await connect(apiserver, namespace)
         await create(cluster, namespace, "contested")
         informer = Informer(cluster, CONFIG_MAPS, namespace=namespace)
         async with Running(informer):
@@ -331,8 +332,7 @@ def test_a_write_is_read_back_at_once_and_a_deletion_is_not_undone_by_a_late_ans
     apiserver: APIServer, namespace: str
 ) -> None:
     async def scenario() -> None:
-        cluster = await connect(apiserver)
-        await cluster.create(NAMESPACES, {"metadata": {"name": namespace}})
+        cluster = await connect(apiserver, namespace)
         informer = Informer(cluster, CONFIG_MAPS, namespace=namespace)
         cache = CachedClient(cluster, [informer])
         async with Running(informer):
@@ -360,8 +360,7 @@ def test_a_cache_matches_the_server_again_after_the_server_restarts(
     restartable: APIServer, namespace: str
 ) -> None:
     async def scenario() -> None:
-        cluster = await connect(restartable)
-        await cluster.create(NAMESPACES, {"metadata": {"name": namespace}})
+        cluster = await connect(restartable, namespace)
         await create(cluster, namespace, "before")
         informer = Informer(cluster, CONFIG_MAPS, namespace=namespace)
         async with Running(informer):
