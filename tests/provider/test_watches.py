@@ -91,7 +91,13 @@ def test_a_control_plane_turning_ready_wakes_its_instance_at_once(
     finally:
         env.simulator.ready.set()
     # The next poll is an hour away: only the ControlPlane's watch can wake it.
-    wait_for("Ready", lambda: ready(env, namespace), timeout=30)
+    try:
+        wait_for("Ready", lambda: ready(env, namespace), timeout=30)
+    except AssertionError as error:
+        found = control_planes(env, default_external_name(namespace))
+        seen = [condition(cp, "Ready") for cp in found]
+        msg = f"{error}; the ControlPlanes' Ready: {seen}; the Instance: {get(env, namespace)}"
+        raise AssertionError(msg) from None
     assert slow_poll.alive()
 
 
