@@ -25,7 +25,7 @@ from functools import partial
 from typing import Any
 
 from provider.cache import without_managed_fields
-from provider.spaces.backend import _connection_secret
+from provider.spaces.backend import cached_space_secret
 
 JsonObject = dict[str, Any]
 
@@ -219,7 +219,7 @@ KINDS: list[tuple[str, Callable[[], JsonObject], Callable[[JsonObject], JsonObje
     ("usage", usage, without_managed_fields),
     ("Instance connection Secret", connection_secret, without_managed_fields),
     ("ControlPlane (Space)", control_plane, without_managed_fields),
-    ("ControlPlane Secret (Space)", space_secret, _connection_secret),
+    ("ControlPlane Secret (Space)", space_secret, cached_space_secret),
 ]
 
 

@@ -65,7 +65,7 @@ class ConnectError(Exception):
     """The provider config or its credentials cannot be used; the message names which."""
 
 
-def _connection_secret(secret: JsonObject) -> JsonObject | None:
+def cached_space_secret(secret: JsonObject) -> JsonObject | None:
     """What is cached of a Space secret: a ControlPlane's kubeconfig, nothing of any other."""
     metadata = secret.get("metadata") or {}
     if not str(metadata.get("name", "")).startswith(_CONNECTION_SECRET_PREFIX):
@@ -235,7 +235,7 @@ class SpacesConnector:
         control_planes = Informer(
             cluster, CONTROL_PLANES, namespace=group, transform=without_managed_fields
         )
-        secrets = Informer(cluster, kube.SECRETS, namespace=group, transform=_connection_secret)
+        secrets = Informer(cluster, kube.SECRETS, namespace=group, transform=cached_space_secret)
 
         def control_plane_changed(_: str, obj: JsonObject, __: JsonObject | None) -> None:
             for instance in instance_of(obj):
@@ -395,9 +395,16 @@ class SpacesClient:
             return {}
         namespace, name = str(ref.get("namespace") or self.group), str(ref["name"])
         watched = self.cache.informer(kube.SECRETS)
-        if watched is not None and name.startswith(_CONNECTION_SECRET_PREFIX):
+        if (
+            watched is not None
+            and namespace == self.group
+            and name.startswith(_CONNECTION_SECRET_PREFIX)
+        ):
             await watched.wait_synced(SYNC_TIMEOUT_SECONDS)
-        secret = await self.cache.get(kube.SECRETS, namespace, name)
+            secret = watched.get(namespace, name)
+        else:
+            # Not one the cache keeps (a ControlPlane adopted with a secret of its own).
+            secret = await self.space.get(kube.SECRETS, namespace, name)
         encoded = ((secret or {}).get("data") or {}).get(KUBECONFIG_KEY)
         return {KUBECONFIG_KEY: base64.b64decode(encoded)} if encoded else {}
 

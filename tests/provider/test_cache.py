@@ -15,6 +15,7 @@ from provider import kube
 from provider.cache import CachedClient, Informer, newer
 from provider.kube import Cluster, JsonObject, Resource
 from provider.managed.reconciler import ConflictError
+from provider.spaces.backend import cached_space_secret, spaces_in_use
 from sandbox.apiserver import APIServer, APIServerFactory
 
 CONFIG_MAPS = Resource("", "v1", "configmaps", "ConfigMap")
@@ -376,3 +377,94 @@ def test_a_cache_matches_the_server_again_after_the_server_restarts(
         await cluster.close()
 
     run(scenario)
+
+
+@dataclass
+class SpaceSecretCase:
+    reason: str
+    secret: JsonObject
+    expected: JsonObject | None
+
+
+def space_secret(name: str, data: dict[str, str]) -> JsonObject:
+    return {
+        "metadata": {
+            "name": name,
+            "namespace": "default",
+            "resourceVersion": "7",
+            "labels": {"a": "b"},
+            "managedFields": [{"manager": "spaces"}],
+        },
+        "type": "Opaque",
+        "data": data,
+    }
+
+
+SPACE_SECRET_CASES = [
+    SpaceSecretCase(
+        "A ControlPlane's connection secret keeps its kubeconfig and nothing else.",
+        space_secret("kubeconfig-ctp", {"kubeconfig": "a3ViZQ==", "token": "c2VjcmV0"}),
+        {
+            "metadata": {"name": "kubeconfig-ctp", "namespace": "default", "resourceVersion": "7"},
+            "data": {"kubeconfig": "a3ViZQ=="},
+        },
+    ),
+    SpaceSecretCase(
+        "A connection secret not written yet is kept empty, so it is known to be missing.",
+        space_secret("kubeconfig-ctp", {}),
+        {
+            "metadata": {"name": "kubeconfig-ctp", "namespace": "default", "resourceVersion": "7"},
+            "data": {},
+        },
+    ),
+    SpaceSecretCase(
+        "Any other Secret of the group is not cached at all.",
+        space_secret("registry-credentials", {"kubeconfig": "a3ViZQ=="}),
+        None,
+    ),
+]
+
+
+@pytest.mark.parametrize("case", SPACE_SECRET_CASES, ids=lambda case: case.reason)
+def test_of_a_space_secret_only_a_control_planes_kubeconfig_is_cached(
+    case: SpaceSecretCase,
+) -> None:
+    assert cached_space_secret(case.secret) == case.expected
+
+
+@dataclass
+class InUseCase:
+    reason: str
+    config: JsonObject
+    expected: set[tuple[str, str, str]]
+
+
+def spaces_config(metadata: JsonObject, secret_ref: JsonObject) -> JsonObject:
+    return {
+        "metadata": metadata,
+        "spec": {"spaces": {"namespace": "group", "credentials": {"secretRef": secret_ref}}},
+    }
+
+
+IN_USE_CASES = [
+    InUseCase(
+        "A cluster config names its secret's namespace.",
+        spaces_config({"name": "c"}, {"namespace": "system", "name": "space"}),
+        {("system", "space", "group")},
+    ),
+    InUseCase(
+        "A namespaced config's secret is in its own namespace when none is named.",
+        spaces_config({"name": "c", "namespace": "team"}, {"name": "space"}),
+        {("team", "space", "group")},
+    ),
+    InUseCase(
+        "A config that is not valid names no Space (its watches stop).",
+        {"metadata": {"name": "c"}, "spec": {"spaces": {}}},
+        set(),
+    ),
+]
+
+
+@pytest.mark.parametrize("case", IN_USE_CASES, ids=lambda case: case.reason)
+def test_the_spaces_in_use_are_those_the_provider_configs_name(case: InUseCase) -> None:
+    assert spaces_in_use([case.config]) == case.expected
