@@ -90,7 +90,8 @@ class Controller:
         self.cluster = cluster
         self.reconcile = reconcile
         self.workers = workers
-        self.queue: RateLimitingQueue[Key] = queue or RateLimitingQueue()
+        # Not `queue or ...`: an empty queue is falsy, and a queue passed in is shared.
+        self.queue: RateLimitingQueue[Key] = queue if queue is not None else RateLimitingQueue()
         self.sync_period = sync_period
         self.synced = asyncio.Event()
         self._owned: list[Informer] = list(caches)
