@@ -6,9 +6,14 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from functools import partial
+from typing import Any
 
 import pytest
 
+from provider.controller import Controller
+from provider.managed.reconciler import Result
+from provider.model import INSTANCES
+from provider.runtime.queue import RateLimitingQueue
 from sandbox.spaces import ProviderProcess, condition, wait_for
 from tests.provider.conftest import Env
 from tests.provider.test_instance import (
@@ -41,6 +46,21 @@ def requests_but_watches(metrics: str) -> float:
 
 def polls(metrics: str) -> float:
     return total(metrics, "controlplane_provider_reconcile_total", controller="instance")
+
+
+def test_a_controller_wakes_from_the_queue_it_was_given_even_while_that_is_empty() -> None:
+    queue: RateLimitingQueue[tuple[str, str]] = RateLimitingQueue()
+    unused: Any = None  # nothing is read before run()
+
+    controller = Controller("instance", unused, INSTANCES, _never, queue=queue)
+    queue.add(("team", "woken"))
+
+    assert controller.queue is queue
+    assert len(controller.queue) == 1
+
+
+async def _never(namespace: str, name: str) -> Result:
+    raise AssertionError(namespace, name)
 
 
 def test_a_steady_poll_of_unchanged_instances_sends_no_request(env: Env) -> None:
