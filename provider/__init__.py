@@ -6,7 +6,8 @@ Layers, from the inside out; each imports only those before it
 - ``managed``: crossplane-runtime's managed reconciler, generic: conditions,
   annotations, management policies, the external-client interface and the loop.
 - ``runtime``: work queue, metrics with /healthz and /readyz, JSON logs.
-- ``kube``: the only module that talks to a Kubernetes API server.
+- ``kube``: the only module that talks to a Kubernetes API server; ``cache``:
+  watch-fed caches (informers) on it, which reconciles read instead of the server.
 - ``model``: pydantic models of the kinds we read, and where they live.
 - ``spaces``: the Spaces backend behind the external-client interface;
   ``instances`` and ``configs``: the Kubernetes side of Instances and of

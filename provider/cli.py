@@ -29,25 +29,34 @@ from typing import Any
 
 import click
 
+from provider import kube
 from provider.backup.backups import BACKUP_SCHEDULES, BACKUPS, BackupReconciler
 from provider.backup.restore import Restorer
 from provider.backup.schedules import ScheduleReconciler, schedule_of_backup
 from provider.backup.tenancy import EndpointPolicy, TenancyError
-from provider.configs import ConfigReconciler, config_of_usage
-from provider.controller import Controller
+from provider.cache import CachedClient, Informer
+from provider.configs import (
+    USAGES_BY_CONFIG,
+    ConfigReconciler,
+    config_of_usage,
+    index_usages_by_config,
+)
+from provider.controller import Controller, desired_state_changed
 from provider.instances import InstanceAPI
-from provider.kube import Cluster
+from provider.kube import Cluster, JsonObject
 from provider.managed.reconciler import Reconciler
 from provider.model import (
     CLUSTER_PROVIDER_CONFIG_USAGES,
     CLUSTER_PROVIDER_CONFIGS,
+    CONNECTION_SECRET_SELECTOR,
     INSTANCES,
     PROVIDER_CONFIG_USAGES,
     PROVIDER_CONFIGS,
 )
 from provider.runtime import logs, metrics
 from provider.runtime.durations import format_go_duration, parse_go_duration
-from provider.spaces.backend import SpacesConnector
+from provider.runtime.queue import RateLimitingQueue
+from provider.spaces.backend import SpacesConnector, spaces_in_use
 
 log = logging.getLogger("provider")
 
@@ -386,49 +395,83 @@ async def run(options: Options, build: Build) -> None:
 def provider_controllers(
     cluster: Cluster, options: Options
 ) -> tuple[list[Controller], Callable[[], Awaitable[None]]]:
-    """The provider's controllers on ``cluster``, and what to close after."""
+    """The provider's controllers on ``cluster``, and what to close after.
+
+    Everything a steady poll reads comes from watch-fed caches: Instances,
+    provider configs and their usages, the connection secrets the provider
+    writes (by their label), and, per Space in use, its ControlPlanes and their
+    secrets (``SpacesConnector``).
+    """
+    instances = Informer(cluster, INSTANCES)
+    configs = Informer(cluster, PROVIDER_CONFIGS)
+    cluster_configs = Informer(cluster, CLUSTER_PROVIDER_CONFIGS)
+    usages = Informer(cluster, PROVIDER_CONFIG_USAGES)
+    cluster_usages = Informer(cluster, CLUSTER_PROVIDER_CONFIG_USAGES)
+    for usage_cache in (usages, cluster_usages):
+        usage_cache.add_index(USAGES_BY_CONFIG, index_usages_by_config)
+    # Only the secrets the provider labelled; an older unlabelled one is read.
+    secrets = Informer(
+        cluster, kube.SECRETS, label_selector=CONNECTION_SECRET_SELECTOR, authoritative=False
+    )
+    caches = (instances, configs, cluster_configs, usages, cluster_usages, secrets)
+    cache = CachedClient(cluster, caches)
+    queue: RateLimitingQueue[tuple[str, str]] = RateLimitingQueue()
     connector = SpacesConnector(
         cluster,
         restorer=Restorer(cluster, endpoints=options.s3_endpoints),
         on_request=metrics.record_api_request,
+        cache=cache,
+        on_control_plane=queue.add,
     )
+
+    def prune_spaces(*_: JsonObject | str | None) -> None:
+        if configs.synced.is_set() and cluster_configs.synced.is_set():
+            connector.prune(spaces_in_use([*configs.items(), *cluster_configs.items()]))
+
+    configs.add_handler(prune_spaces)
+    cluster_configs.add_handler(prune_spaces)
     # A ControlPlane's name is the Instance's external name, set before it is
     # created: after a crash mid-create, Observe finds it rather than guessing.
     reconciler = Reconciler(
-        InstanceAPI(cluster),
+        InstanceAPI(cluster, cache=cache),
         connector,
         poll_interval=options.poll_interval,
         deterministic_external_name=True,
     )
-    configs = ConfigReconciler(cluster, PROVIDER_CONFIGS, PROVIDER_CONFIG_USAGES)
-    cluster_configs = ConfigReconciler(
-        cluster, CLUSTER_PROVIDER_CONFIGS, CLUSTER_PROVIDER_CONFIG_USAGES
+    config_reconciler = ConfigReconciler(
+        cluster, PROVIDER_CONFIGS, PROVIDER_CONFIG_USAGES, cache=cache
+    )
+    cluster_config_reconciler = ConfigReconciler(
+        cluster, CLUSTER_PROVIDER_CONFIGS, CLUSTER_PROVIDER_CONFIG_USAGES, cache=cache
     )
     controllers = [
         Controller(
             "instance",
             cluster,
-            INSTANCES,
+            instances,
             reconciler.reconcile,
             workers=options.concurrency,
+            queue=queue,
             sync_period=options.sync_period,
+            predicate=desired_state_changed,
+            caches=caches,
         ),
         Controller(
             "providerconfig",
             cluster,
-            PROVIDER_CONFIGS,
-            configs.reconcile,
+            configs,
+            config_reconciler.reconcile,
             workers=1,
-            also_watch=((PROVIDER_CONFIG_USAGES, config_of_usage),),
+            also_watch=((usages, config_of_usage),),
             sync_period=options.sync_period,
         ),
         Controller(
             "clusterproviderconfig",
             cluster,
-            CLUSTER_PROVIDER_CONFIGS,
-            cluster_configs.reconcile,
+            cluster_configs,
+            cluster_config_reconciler.reconcile,
             workers=1,
-            also_watch=((CLUSTER_PROVIDER_CONFIG_USAGES, config_of_usage),),
+            also_watch=((cluster_usages, config_of_usage),),
             sync_period=options.sync_period,
         ),
     ]

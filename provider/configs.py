@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from provider.cache import CachedClient
 from provider.instances import PROVIDER_CONFIG_LABEL
 from provider.kube import Cluster, Resource
 from provider.managed.reconciler import Result
@@ -20,6 +21,7 @@ from provider.model import (
 )
 
 IN_USE_FINALIZER = "in-use.crossplane.io"
+USAGES_BY_CONFIG = "config"
 CONFIG_OF_USAGE = {
     PROVIDER_CONFIG_USAGES.plural: PROVIDER_CONFIGS,
     CLUSTER_PROVIDER_CONFIG_USAGES.plural: CLUSTER_PROVIDER_CONFIGS,
@@ -36,20 +38,29 @@ def config_of_usage(usage: dict[str, Any]) -> list[tuple[str, str]]:
 class ConfigReconciler:
     """Keeps one kind of provider config's users and finalizer."""
 
-    def __init__(self, cluster: Cluster, config: Resource, usages: Resource) -> None:
-        """``config`` is ProviderConfig or ClusterProviderConfig; ``usages`` its usage kind."""
+    def __init__(
+        self,
+        cluster: Cluster,
+        config: Resource,
+        usages: Resource,
+        *,
+        cache: CachedClient | None = None,
+    ) -> None:
+        """``config`` is ProviderConfig or ClusterProviderConfig; ``usages`` its usage kind.
+
+        ``cache`` reads configs and usages from watches; without it they are read.
+        """
         self.cluster = cluster
         self.config = config
         self.usages = usages
+        self.client = cache or CachedClient(cluster)
 
     async def reconcile(self, namespace: str, name: str) -> Result:
         """Count the config's users; hold or release its finalizer."""
-        config = await self.cluster.get(self.config, namespace or None, name)
+        config = await self.client.get(self.config, namespace or None, name)
         if config is None:
             return Result()
-        users, _ = await self.cluster.list(
-            self.usages, namespace or None, label_selector=f"{PROVIDER_CONFIG_LABEL}={name}"
-        )
+        users = await self._count_users(namespace, name)
         metadata = config["metadata"]
         finalizers: list[str] = list(metadata.get("finalizers") or [])
         deleting = bool(metadata.get("deletionTimestamp"))
@@ -58,8 +69,23 @@ class ConfigReconciler:
             wanted.append(IN_USE_FINALIZER)
         if sorted(wanted) != sorted(finalizers):
             metadata["finalizers"] = wanted
-            config = await self.cluster.replace(self.config, config)
-        if (config.get("status") or {}).get("users") != len(users):
-            config.setdefault("status", {})["users"] = len(users)
-            await self.cluster.replace_status(self.config, config)
+            config = await self.client.replace(self.config, config)
+        if (config.get("status") or {}).get("users") != users:
+            config.setdefault("status", {})["users"] = users
+            await self.client.replace_status(self.config, config)
         return Result()
+
+    async def _count_users(self, namespace: str, name: str) -> int:
+        """How many usages name the config: from the cache's index, else a list."""
+        cached = self.client.informer(self.usages)
+        if cached is None or not cached.synced.is_set():
+            users, _ = await self.cluster.list(
+                self.usages, namespace or None, label_selector=f"{PROVIDER_CONFIG_LABEL}={name}"
+            )
+            return len(users)
+        return cached.count(USAGES_BY_CONFIG, f"{namespace}/{name}")
+
+
+def index_usages_by_config(usage: dict[str, Any]) -> list[str]:
+    """The ``namespace/name`` of the config a usage names (a cache index)."""
+    return [f"{namespace}/{name}" for namespace, name in config_of_usage(usage)]

@@ -1,17 +1,20 @@
-"""A controller: list and watch one kind, queue the keys, reconcile them with workers.
+"""A controller: watch one kind through a cache, queue the keys, reconcile them with workers.
 
 The queue (``runtime.queue``) gives client-go's guarantees: a key is never
 reconciled by two workers at once, failures back off per key, and a
 successful reconcile comes back after the poll interval (with jitter, so a
-fleet of resources does not poll in lockstep). Every sync period, every object
-of the kind last seen is queued again (controller-runtime's SyncPeriod), so
+fleet of resources does not poll in lockstep). Every sync period, every cached
+object of the kind is queued again (controller-runtime's SyncPeriod), so
 nothing is left alone for longer whatever became of its requeue.
+
+Events come from ``cache.Informer``s: the controller's own kind and the kinds
+``also_watch`` maps to its keys. An informer passed in is shared (the readers
+of the same cache run it); one made here from a ``Resource`` is run here.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import random
 import time
@@ -19,7 +22,7 @@ from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from provider import kube
+from provider.cache import Informer, first_of
 from provider.kube import Cluster, Resource
 from provider.managed.reconciler import Result
 from provider.runtime import metrics
@@ -30,8 +33,9 @@ log = logging.getLogger(__name__)
 Key = tuple[str, str]
 Reconcile = Callable[[str, str], Awaitable[Result]]
 Mapper = Callable[[dict[str, Any]], list[Key]]
+# Whether an update of the controller's own kind is worth a reconcile (old, new).
+Predicate = Callable[[dict[str, Any], dict[str, Any]], bool]
 
-WATCH_RETRY_SECONDS = (1.0, 30.0)
 POLL_JITTER = 0.1
 
 
@@ -41,6 +45,22 @@ def own_key(obj: dict[str, Any]) -> list[Key]:
     return [(str(metadata.get("namespace", "")), str(metadata.get("name", "")))]
 
 
+def desired_state_changed(old: dict[str, Any], new: dict[str, Any]) -> bool:
+    """crossplane-runtime's DesiredStateChanged: not a write of the status alone.
+
+    The managed reconciler writes the status of every resource it reconciles;
+    reconciling again because of that write would double the work for nothing.
+    """
+    before, after = old.get("metadata") or {}, new.get("metadata") or {}
+    return (
+        before.get("generation") != after.get("generation")
+        or before.get("labels") != after.get("labels")
+        or before.get("annotations") != after.get("annotations")
+        or before.get("finalizers") != after.get("finalizers")
+        or before.get("deletionTimestamp") != after.get("deletionTimestamp")
+    )
+
+
 class Controller:
     """Reconciles every object of one kind, and what watched kinds map to."""
 
@@ -48,43 +68,80 @@ class Controller:
         self,
         name: str,
         cluster: Cluster,
-        resource: Resource,
+        resource: Resource | Informer,
         reconcile: Reconcile,
         *,
         workers: int = 4,
-        also_watch: tuple[tuple[Resource, Mapper], ...] = (),
+        also_watch: tuple[tuple[Resource | Informer, Mapper], ...] = (),
         queue: RateLimitingQueue[Key] | None = None,
         sync_period: float | None = None,
+        predicate: Predicate | None = None,
+        caches: tuple[Informer, ...] = (),
     ) -> None:
         """Reconcile ``resource``; ``also_watch`` maps other kinds' events to its keys.
 
         ``sync_period`` (seconds) queues every object of ``resource`` again that
-        often; ``None`` never does.
+        often; ``None`` never does. ``predicate(old, new)`` filters updates of
+        ``resource`` (every other event is queued). ``caches`` are shared
+        informers this controller runs (its reconciler reads them), and waits
+        for before it calls itself synced.
         """
         self.name = name
         self.cluster = cluster
-        self.resource = resource
         self.reconcile = reconcile
         self.workers = workers
-        self.sources: tuple[tuple[Resource, Mapper], ...] = ((resource, own_key), *also_watch)
-        self.queue: RateLimitingQueue[Key] = queue or RateLimitingQueue()
+        # Not `queue or ...`: an empty queue is falsy, and a queue passed in is shared.
+        self.queue: RateLimitingQueue[Key] = queue if queue is not None else RateLimitingQueue()
         self.sync_period = sync_period
         self.synced = asyncio.Event()
-        # The keys of ``resource`` the list and watch last saw, for the resync.
-        self._seen: set[Key] = set()
+        self._owned: list[Informer] = list(caches)
+        self.informer = self._informer(resource)
+        self.resource = self.informer.resource
+        self.informer.add_handler(self._own_handler(predicate))
+        self.sources = [self.informer]
+        for source, mapper in also_watch:
+            informer = self._informer(source)
+            informer.add_handler(self._mapped_handler(mapper))
+            self.sources.append(informer)
         self._executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix=name)
         metrics.track_workqueue_depth(name, lambda: float(len(self.queue)))
 
+    def _informer(self, source: Resource | Informer) -> Informer:
+        if isinstance(source, Informer):
+            return source
+        informer = Informer(self.cluster, source)
+        self._owned.append(informer)
+        return informer
+
+    def _own_handler(
+        self, predicate: Predicate | None
+    ) -> Callable[[str, dict[str, Any], dict[str, Any] | None], None]:
+        def handle(event_type: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
+            if (
+                event_type == "MODIFIED"
+                and old is not None
+                and predicate is not None
+                and not predicate(old, obj)
+            ):
+                return
+            self._enqueue(own_key(obj))
+
+        return handle
+
+    def _mapped_handler(
+        self, mapper: Mapper
+    ) -> Callable[[str, dict[str, Any], dict[str, Any] | None], None]:
+        def handle(_: str, obj: dict[str, Any], __: dict[str, Any] | None) -> None:
+            self._enqueue(mapper(obj))
+
+        return handle
+
     async def run(self, stop: asyncio.Event) -> None:
         """Run until ``stop`` is set; then drain nothing and return."""
-        listed = [asyncio.Event() for _ in self.sources]
-        watchers = [
-            asyncio.create_task(self._watch(resource, mapper, stop, done))
-            for (resource, mapper), done in zip(self.sources, listed, strict=True)
-        ]
+        watchers = [asyncio.create_task(informer.run(stop)) for informer in self._owned]
         workers = [asyncio.create_task(self._work()) for _ in range(self.workers)]
-        for done in listed:
-            await _first(done.wait(), stop.wait())
+        for informer in [*self.sources, *self._owned]:
+            await first_of(informer.synced.wait(), stop.wait())
         if not stop.is_set():
             self.synced.set()
         if self.sync_period is not None:
@@ -96,53 +153,12 @@ class Controller:
         await asyncio.gather(*watchers, *workers, return_exceptions=True)
         self._executor.shutdown(wait=False, cancel_futures=True)
 
-    async def _watch(
-        self, resource: Resource, mapper: Mapper, stop: asyncio.Event, listed: asyncio.Event
-    ) -> None:
-        """List, then watch from the list's version; list again when the watch falls behind."""
-        delay = WATCH_RETRY_SECONDS[0]
-        version = ""
-        while not stop.is_set():
-            try:
-                if not version:
-                    items, version = await self.cluster.list(resource)
-                    if resource == self.resource:
-                        self._seen = {key for item in items for key in own_key(item)}
-                    for item in items:
-                        self._enqueue(mapper(item))
-                    listed.set()
-                async for event in self.cluster.watch(resource, version):
-                    version = str(event.object.get("metadata", {}).get("resourceVersion", version))
-                    if event.type == "BOOKMARK":
-                        continue
-                    if resource == self.resource:
-                        self._remember(event.type, event.object)
-                    self._enqueue(mapper(event.object))
-                delay = WATCH_RETRY_SECONDS[0]
-            except kube.GoneError:
-                version = ""
-            except kube.KubeError as error:
-                log.warning(
-                    "watch failed",
-                    extra={"fields": {"controller": self.name, "error": str(error)}},
-                )
-                version = ""
-                await _first(asyncio.sleep(delay), stop.wait())
-                delay = min(delay * 2, WATCH_RETRY_SECONDS[1])
-
-    def _remember(self, event_type: str, obj: dict[str, Any]) -> None:
-        for key in own_key(obj):
-            if event_type == "DELETED":
-                self._seen.discard(key)
-            else:
-                self._seen.add(key)
-
     async def _resync(self, period: float, stop: asyncio.Event) -> None:
-        """Queue every object last seen, every ``period`` seconds, until ``stop``."""
+        """Queue every cached object, every ``period`` seconds, until ``stop``."""
         while not stop.is_set():
-            await _first(asyncio.sleep(period), stop.wait())
+            await first_of(asyncio.sleep(period), stop.wait())
             if not stop.is_set():
-                self._enqueue(sorted(self._seen))
+                self._enqueue(self.informer.keys())
 
     def _enqueue(self, keys: list[Key]) -> None:
         for key in keys:
@@ -178,15 +194,3 @@ class Controller:
 
 def _outcome(result: Result) -> metrics.Result:
     return "error" if result.requeue else "success"
-
-
-async def _first(*waits: Awaitable[Any]) -> None:
-    """Wait until the first of ``waits`` finishes; cancel the others."""
-    tasks = [asyncio.ensure_future(wait) for wait in waits]
-    try:
-        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for task in tasks:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task

@@ -1,7 +1,13 @@
 """The Kubernetes side of Instances: the resource, its connection secret, usages and events.
 
 ``InstanceAPI`` is the reconciler's ``ManagedAPI`` for Instances, on ``kube``.
-A steady poll of an unchanged Instance sends reads only.
+Given a ``CachedClient`` it reads Instances, usages and connection secrets from
+watch-fed caches, so a steady poll of an unchanged Instance sends nothing;
+without one every read goes to the API server.
+
+The connection secrets it writes carry ``CONNECTION_SECRET_LABEL``, which is
+what the provider's cache of Secrets selects: a Secret made before the label
+was added is found by a read and gets the label on its next write.
 """
 
 from __future__ import annotations
@@ -12,11 +18,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from provider import kube
+from provider.cache import CachedClient
 from provider.events import EventRecorder
 from provider.kube import Cluster
 from provider.managed.external import ManagedObject
 from provider.model import (
     CLUSTER_PROVIDER_CONFIG_USAGES,
+    CONNECTION_SECRET_LABEL,
     CONNECTION_SECRET_TYPE,
     INSTANCES,
     PROVIDER_CONFIG_USAGES,
@@ -46,22 +54,23 @@ def owner_reference(managed: Mapping[str, Any]) -> dict[str, Any]:
 class InstanceAPI:
     """Reads and writes Instances and what hangs off them."""
 
-    def __init__(self, cluster: Cluster) -> None:
-        """Use ``cluster``, the one the Instances live in."""
+    def __init__(self, cluster: Cluster, *, cache: CachedClient | None = None) -> None:
+        """Use ``cluster``, the one the Instances live in; read through ``cache``."""
         self.cluster = cluster
+        self.client = cache or CachedClient(cluster)
         self.events = EventRecorder(cluster)
 
     async def get(self, namespace: str, name: str) -> ManagedObject | None:
         """The Instance, or None."""
-        return await self.cluster.get(INSTANCES, namespace, name)
+        return await self.client.get(INSTANCES, namespace, name)
 
     async def update(self, managed: ManagedObject) -> ManagedObject:
         """Write metadata and spec."""
-        return await self.cluster.replace(INSTANCES, managed)
+        return await self.client.replace(INSTANCES, managed)
 
     async def update_status(self, managed: ManagedObject) -> ManagedObject:
         """Write the status."""
-        return await self.cluster.replace_status(INSTANCES, managed)
+        return await self.client.replace_status(INSTANCES, managed)
 
     async def publish_connection(
         self, managed: ManagedObject, details: Mapping[str, bytes]
@@ -85,14 +94,19 @@ class InstanceAPI:
         name = spec.write_connection_secret_to_ref.name
         data = {key: base64.b64encode(value).decode() for key, value in sorted(details.items())}
         owner = owner_reference(managed)
-        secret = await self.cluster.get(kube.SECRETS, namespace, name)
+        secret = await self.client.get(kube.SECRETS, namespace, name)
         if secret is None:
-            await self.cluster.create(
+            await self.client.create(
                 kube.SECRETS,
                 {
                     "apiVersion": "v1",
                     "kind": "Secret",
-                    "metadata": {"name": name, "namespace": namespace, "ownerReferences": [owner]},
+                    "metadata": {
+                        "name": name,
+                        "namespace": namespace,
+                        "labels": {CONNECTION_SECRET_LABEL: "true"},
+                        "ownerReferences": [owner],
+                    },
                     "type": CONNECTION_SECRET_TYPE,
                     "data": data,
                 },
@@ -106,12 +120,14 @@ class InstanceAPI:
         if controller is not None and controller.get("uid") != owner["uid"]:
             msg = f"existing secret {name} is not controlled by this Instance"
             raise NotControllableError(msg)
+        labels = secret["metadata"].get("labels") or {}
         if controller is None:
             secret["metadata"]["ownerReferences"] = [*references, owner]
-        elif (secret.get("data") or {}) == data:
+        elif (secret.get("data") or {}) == data and labels.get(CONNECTION_SECRET_LABEL) == "true":
             return
+        secret["metadata"]["labels"] = {**labels, CONNECTION_SECRET_LABEL: "true"}
         secret["data"] = data
-        await self.cluster.replace(kube.SECRETS, secret)
+        await self.client.replace(kube.SECRETS, secret)
 
     async def unpublish_connection(self, managed: ManagedObject) -> None:
         """Nothing to do: the Instance's owner reference has the Secret garbage collected.
@@ -166,13 +182,13 @@ class InstanceAPI:
             else PROVIDER_CONFIG_USAGES
         )
         other_namespace = managed["metadata"]["namespace"] if other.namespaced else None
-        if await self.cluster.get(other, other_namespace, metadata["name"]) is not None:
-            await self.cluster.delete(other, other_namespace, metadata["name"])
-        existing = await self.cluster.get(resource, metadata.get("namespace"), metadata["name"])
+        if await self.client.get(other, other_namespace, metadata["name"]) is not None:
+            await self.client.delete(other, other_namespace, metadata["name"])
+        existing = await self.client.get(resource, metadata.get("namespace"), metadata["name"])
         if existing is None:
             # Made meanwhile by another reconcile: it is read again next time.
             with contextlib.suppress(kube.AlreadyExistsError):
-                await self.cluster.create(resource, usage)
+                await self.client.create(resource, usage)
             return
         if (
             existing.get("providerConfigRef") != usage["providerConfigRef"]
@@ -184,12 +200,12 @@ class InstanceAPI:
                 **(existing["metadata"].get("labels") or {}),
                 **metadata["labels"],
             }
-            await self.cluster.replace(resource, existing)
+            await self.client.replace(resource, existing)
 
     async def release_provider_config(self, managed: ManagedObject) -> None:
         """Delete the Instance's usage of its provider config."""
         resource, usage = self._usage(managed)
-        await self.cluster.delete(
+        await self.client.delete(
             resource, usage["metadata"].get("namespace"), usage["metadata"]["name"]
         )
 

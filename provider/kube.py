@@ -334,32 +334,56 @@ class Cluster:
         field_selector: str = "",
     ) -> tuple[list[JsonObject], str]:
         """Every object (of a namespace, or of all); and the list's resourceVersion."""
-        query = {"labelSelector": label_selector} if label_selector else {}
-        if field_selector:
-            query["fieldSelector"] = field_selector
-        answer = await self.request(
-            "GET", resource.path(namespace), query=query, label=resource.plural
-        )
-        return list(answer.get("items") or []), str(
-            answer.get("metadata", {}).get("resourceVersion", "")
-        )
+        items: list[JsonObject] = []
+        version = ""
+        async for page, page_version in self.list_pages(
+            resource, namespace, label_selector=label_selector, field_selector=field_selector
+        ):
+            items.extend(page)
+            version = page_version
+        return items, version
 
-    async def pages(
-        self, resource: Resource, namespace: str | None = None, *, page_size: int = 500
-    ) -> AsyncIterator[Page]:
-        """Every object, a page at a time, so memory stays bounded by a page."""
+    async def list_pages(
+        self,
+        resource: Resource,
+        namespace: str | None = None,
+        *,
+        label_selector: str = "",
+        field_selector: str = "",
+        page_size: int = 500,
+    ) -> AsyncIterator[tuple[Page, str]]:
+        """Every object, a page at a time, each with the list's resourceVersion.
+
+        The pages are one consistent snapshot (the continue token pins it), so
+        the last page's version is where a watch of the whole list starts.
+
+        Raises:
+            GoneError: the snapshot expired between pages; list again.
+        """
         token = ""
         while True:
             query = {"limit": str(page_size)}
+            if label_selector:
+                query["labelSelector"] = label_selector
+            if field_selector:
+                query["fieldSelector"] = field_selector
             if token:
                 query["continue"] = token
             answer = await self.request(
                 "GET", resource.path(namespace), query=query, label=resource.plural
             )
-            yield list(answer.get("items") or [])
-            token = str((answer.get("metadata") or {}).get("continue") or "")
+            metadata = answer.get("metadata") or {}
+            yield list(answer.get("items") or []), str(metadata.get("resourceVersion", ""))
+            token = str(metadata.get("continue") or "")
             if not token:
                 return
+
+    async def pages(
+        self, resource: Resource, namespace: str | None = None, *, page_size: int = 500
+    ) -> AsyncIterator[Page]:
+        """Every object, a page at a time, so memory stays bounded by a page."""
+        async for page, _ in self.list_pages(resource, namespace, page_size=page_size):
+            yield page
 
     async def is_namespaced(self, api_version: str, kind: str) -> bool | None:
         """Whether ``kind`` of ``api_version`` is namespaced, from discovery; None if not served.
@@ -409,6 +433,9 @@ class Cluster:
         resource_version: str,
         namespace: str | None = None,
         timeout_seconds: int = WATCH_TIMEOUT_SECONDS,
+        *,
+        label_selector: str = "",
+        field_selector: str = "",
     ) -> AsyncIterator[WatchEvent]:
         """Events since ``resource_version``, until the server ends the watch.
 
@@ -421,6 +448,10 @@ class Cluster:
             "allowWatchBookmarks": "true",
             "timeoutSeconds": str(timeout_seconds),
         }
+        if label_selector:
+            query["labelSelector"] = label_selector
+        if field_selector:
+            query["fieldSelector"] = field_selector
         if self._on_request is not None:
             self._on_request("WATCH", resource.plural)
         response = await self._call(
@@ -440,7 +471,12 @@ class Cluster:
             async for line in response.response.content:
                 if not line.strip():
                     continue
-                event = json.loads(line)
+                try:
+                    event = json.loads(line)
+                except ValueError:
+                    # A line cut short by a dropped connection.
+                    msg = f"watch of {resource.plural} on {self.server} sent a broken event"
+                    raise UnreachableError(msg) from None
                 if event.get("type") == "ERROR":
                     status = event.get("object") or {}
                     if status.get("code") == 410:
@@ -570,6 +606,8 @@ def _error(method: str, path: str, status: int, data: bytes) -> KubeError:
         return AlreadyExistsError(text)
     if status == 409:
         return _ConflictError(text)
+    if status == 410:
+        return GoneError(text)
     return KubeError(text)
 
 

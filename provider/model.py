@@ -33,6 +33,9 @@ CONTROL_PLANES = Resource("spaces.upbound.io", "v1beta1", "controlplanes", "Cont
 
 CONNECTION_SECRET_TYPE = "connection.crossplane.io/v1alpha1"  # noqa: S105 (a type name)
 KUBECONFIG_KEY = "kubeconfig"
+# On the connection secrets the provider writes, so its cache of Secrets holds only those.
+CONNECTION_SECRET_LABEL = "controlplane.spaces.upbound.io/connection-secret"  # noqa: S105 (a label)
+CONNECTION_SECRET_SELECTOR = f"{CONNECTION_SECRET_LABEL}=true"
 
 
 class _Model(BaseModel):

@@ -16,8 +16,9 @@ from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
+import urllib3
 import yaml
-from kubernetes import client, config
+from kubernetes import client, config, watch
 from kubernetes.client.exceptions import ApiException
 
 from sandbox.apiserver import APIServer, free_port
@@ -216,6 +217,12 @@ class SpacesSimulator:
     The kubeconfig it writes points at ``hosted``: a real API server standing
     in for every hosted control plane, or a function that starts one per
     ControlPlane (given the ControlPlane's name), called once per ControlPlane.
+
+    It lists ControlPlanes once and then watches them, as a controller would,
+    so it answers at once however many there are and sends nothing while
+    nothing changes (a steady-state count of API requests sees only the
+    provider's). A broken watch (the Space's API server restarting) lists
+    again. While ``ready`` is clear it holds what it saw and answers once set.
     """
 
     def __init__(self, space: Kube, hosted: APIServer | Callable[[str], APIServer]) -> None:
@@ -225,15 +232,31 @@ class SpacesSimulator:
         self.ready = threading.Event()
         self.ready.set()
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name="spaces-simulator", daemon=True)
+        # (namespace, name) -> the ControlPlane last seen not Ready.
+        self._pending: dict[tuple[str, str], dict[str, Any]] = {}
+        self._pending_changed = threading.Condition()
+        # Per-ControlPlane API servers start one after the other; a shared one is answered
+        # by a few threads, as a controller with several workers would.
+        self._workers = 1 if callable(hosted) and not isinstance(hosted, APIServer) else 4
+        self._threads = [
+            threading.Thread(target=self._watch, name="spaces-simulator-watch", daemon=True),
+            *(
+                threading.Thread(target=self._work, name=f"spaces-simulator-{i}", daemon=True)
+                for i in range(self._workers)
+            ),
+        ]
 
     def __enter__(self) -> SpacesSimulator:
-        self._thread.start()
+        for thread in self._threads:
+            thread.start()
         return self
 
     def __exit__(self, *_: object) -> None:
         self._stop.set()
-        self._thread.join(timeout=10)
+        with self._pending_changed:
+            self._pending_changed.notify_all()
+        for thread in self._threads:
+            thread.join(timeout=10)
 
     def hosted_for(self, control_plane: dict[str, Any]) -> APIServer:
         """The API server behind one ControlPlane (started on first sight if per ControlPlane)."""
@@ -245,46 +268,88 @@ class SpacesSimulator:
             self._hosted_by_uid[uid] = self.hosted(metadata["name"])
         return self._hosted_by_uid[uid]
 
-    def _loop(self) -> None:
-        while not self._stop.wait(POLL_SECONDS):
-            if not self.ready.is_set():
-                continue
-            with contextlib.suppress(ApiException, OSError):
-                self._sweep()
-
-    def _sweep(self) -> None:
-        found = self.space.custom.list_cluster_custom_object(
-            "spaces.upbound.io", "v1beta1", "controlplanes"
-        )
-        for cp in found["items"]:
-            if condition(cp, "Ready").get("status") == "True":
-                continue
-            metadata = cp["metadata"]
-            ref = cp["spec"].get("writeConnectionSecretToRef") or {}
-            if ref.get("name"):
-                self.space.put_secret(
-                    ref.get("namespace") or metadata["namespace"],
-                    ref["name"],
-                    {"kubeconfig": self.hosted_for(cp).kubeconfig.encode()},
+    def _watch(self) -> None:
+        """List, then watch from the list's version; list again after any failure."""
+        while not self._stop.is_set():
+            try:
+                found = self.space.custom.list_cluster_custom_object(
+                    "spaces.upbound.io", "v1beta1", "controlplanes"
                 )
-            now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-            status = {
-                "controlPlaneID": f"ctp-{metadata['uid'][:8]}",
-                "conditions": [
-                    {
-                        "type": "Ready",
-                        "status": "True",
-                        "reason": "Available",
-                        "lastTransitionTime": now,
-                    },
-                    {
-                        "type": "Healthy",
-                        "status": "True",
-                        "reason": "HealthyPackageRevision",
-                        "lastTransitionTime": now,
-                    },
-                ],
-            }
+                for cp in found["items"]:
+                    self._saw(cp)
+                version = found["metadata"]["resourceVersion"]
+                while not self._stop.is_set():
+                    stream = watch.Watch().stream(  # type: ignore[no-untyped-call]
+                        self.space.custom.list_cluster_custom_object,
+                        "spaces.upbound.io",
+                        "v1beta1",
+                        "controlplanes",
+                        resource_version=version,
+                        allow_watch_bookmarks=True,
+                        timeout_seconds=5,
+                    )
+                    # The client raises ApiException for an ERROR event (410 Gone among them).
+                    for event in stream:
+                        obj = event["object"]
+                        version = obj["metadata"]["resourceVersion"]
+                        if event["type"] in {"ADDED", "MODIFIED"}:
+                            self._saw(obj)
+            except (ApiException, OSError, ValueError, urllib3.exceptions.HTTPError):
+                self._stop.wait(POLL_SECONDS)
+
+    def _saw(self, cp: dict[str, Any]) -> None:
+        if condition(cp, "Ready").get("status") == "True":
+            return
+        metadata = cp["metadata"]
+        with self._pending_changed:
+            self._pending[(metadata["namespace"], metadata["name"])] = cp
+            self._pending_changed.notify()
+
+    def _work(self) -> None:
+        while not self._stop.is_set():
+            with self._pending_changed:
+                while not self._stop.is_set() and not (self._pending and self.ready.is_set()):
+                    # ``ready`` is an Event nobody notifies this condition of: look again soon.
+                    self._pending_changed.wait(POLL_SECONDS)
+                if self._stop.is_set():
+                    return
+                _, cp = self._pending.popitem()
+            try:
+                self._answer(cp)
+            except (ApiException, OSError, urllib3.exceptions.HTTPError):
+                # Seen again after the watch lists anew; until then, try again.
+                self._stop.wait(POLL_SECONDS)
+                self._saw(cp)
+
+    def _answer(self, cp: dict[str, Any]) -> None:
+        """Write the ControlPlane's kubeconfig secret, then mark it Ready."""
+        metadata = cp["metadata"]
+        ref = cp["spec"].get("writeConnectionSecretToRef") or {}
+        if ref.get("name"):
+            self.space.put_secret(
+                ref.get("namespace") or metadata["namespace"],
+                ref["name"],
+                {"kubeconfig": self.hosted_for(cp).kubeconfig.encode()},
+            )
+        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        status = {
+            "controlPlaneID": f"ctp-{metadata['uid'][:8]}",
+            "conditions": [
+                {
+                    "type": "Ready",
+                    "status": "True",
+                    "reason": "Available",
+                    "lastTransitionTime": now,
+                },
+                {
+                    "type": "Healthy",
+                    "status": "True",
+                    "reason": "HealthyPackageRevision",
+                    "lastTransitionTime": now,
+                },
+            ],
+        }
+        try:
             self.space.custom.patch_namespaced_custom_object_status(
                 "spaces.upbound.io",
                 "v1beta1",
@@ -293,6 +358,9 @@ class SpacesSimulator:
                 metadata["name"],
                 {"status": status},
             )
+        except ApiException as error:
+            if error.status != 404:  # deleted meanwhile: nothing to answer
+                raise
 
 
 class ProviderProcess:

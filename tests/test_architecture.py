@@ -149,6 +149,12 @@ BOUNDARIES = [
         allowed=("provider.managed", "provider.kubeconfig"),
     ),
     Boundary(
+        reason="the watch-fed caches build only on provider kube and the managed layer",
+        files=("provider/cache.py",),
+        forbidden=("provider", "kubernetes", "kubernetes_asyncio", "aiohttp"),
+        allowed=("provider.kube", "provider.managed"),
+    ),
+    Boundary(
         reason="the tenancy rules (kubeconfig allow-list, backup prefixes and endpoints) are pure",
         files=("provider/kubeconfig.py", "provider/backup/tenancy.py"),
         forbidden=("provider", "kubernetes", "aiohttp", "boto3", "botocore", "socket", "ssl"),

@@ -4,20 +4,33 @@
 kubeconfig from its secret; ``SpacesClient`` observes, creates, updates and
 deletes the ControlPlane named by the Instance's external name, and hands the
 ControlPlane's kubeconfig back as the Instance's connection detail.
+
+Given ``on_control_plane``, the connector watches what it reads instead of
+reading it on every poll: per Space kubeconfig secret in use, that one Secret
+(a field selector on its name); per Space and group in use, the group's
+ControlPlanes and its ControlPlane connection secrets (``kubeconfig-*``; other
+Secrets of the group are dropped before caching, and only the ``kubeconfig``
+key is kept). A ControlPlane or its secret changing calls ``on_control_plane``
+with its Instance's key, so a ControlPlane turning Ready wakes its Instance at
+once. Watches start on first use and stop when no provider config names them.
 """
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
-from collections.abc import Mapping
+import contextlib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
 from provider import kube
 from provider.backup.instance_restore import InstanceRestore
 from provider.backup.restore import Restorer
-from provider.kube import Cluster, KubeError
+from provider.cache import CachedClient, Informer, without_managed_fields
+from provider.kube import Cluster, JsonObject, KubeError
 from provider.managed import conditions, meta
 from provider.managed.external import Creation, ManagedObject, Observation, Update
 from provider.managed.policy import Policies
@@ -27,6 +40,7 @@ from provider.model import (
     KUBECONFIG_KEY,
     PROVIDER_CONFIGS,
     InstanceSpec,
+    InvalidError,
     ProviderConfigSpec,
     parse,
 )
@@ -37,6 +51,10 @@ _CONNECTION_SECRET_PREFIX = "kubeconfig-"  # noqa: S105 (a name prefix)
 OWNER_NAMESPACE = "controlplane.spaces.upbound.io/instance-namespace"
 OWNER_NAME = "controlplane.spaces.upbound.io/instance-name"
 OWNER_UID = "controlplane.spaces.upbound.io/instance-uid"
+# How long a reconcile waits for a new watch's first list before it reports the Space.
+SYNC_TIMEOUT_SECONDS = kube.REQUEST_TIMEOUT_SECONDS
+
+InstanceKey = tuple[str, str]
 
 
 class AdoptionError(KubeError):
@@ -45,6 +63,62 @@ class AdoptionError(KubeError):
 
 class ConnectError(Exception):
     """The provider config or its credentials cannot be used; the message names which."""
+
+
+def cached_space_secret(secret: JsonObject) -> JsonObject | None:
+    """What is cached of a Space secret: a ControlPlane's kubeconfig, nothing of any other."""
+    metadata = secret.get("metadata") or {}
+    if not str(metadata.get("name", "")).startswith(_CONNECTION_SECRET_PREFIX):
+        return None
+    kubeconfig = (secret.get("data") or {}).get(KUBECONFIG_KEY)
+    return {
+        "metadata": {
+            key: metadata[key]
+            for key in ("name", "namespace", "uid", "resourceVersion")
+            if key in metadata
+        },
+        "data": {KUBECONFIG_KEY: kubeconfig} if kubeconfig else {},
+    }
+
+
+def instance_of(control_plane: Mapping[str, Any]) -> list[InstanceKey]:
+    """The key of the Instance a ControlPlane was made for (none for a foreign one)."""
+    annotations = meta.annotations_of(control_plane)
+    namespace, name = annotations.get(OWNER_NAMESPACE), annotations.get(OWNER_NAME)
+    return [(namespace, name)] if namespace and name else []
+
+
+@dataclass
+class _Watches:
+    """Informers run until ``close``."""
+
+    stop: asyncio.Event = field(default_factory=asyncio.Event)
+    tasks: list[asyncio.Task[None]] = field(default_factory=list)
+
+    def run(self, informer: Informer) -> Informer:
+        self.tasks.append(asyncio.create_task(informer.run(self.stop)))
+        return informer
+
+    async def close(self) -> None:
+        self.stop.set()
+        for task in self.tasks:
+            task.cancel()
+        await asyncio.gather(*self.tasks, return_exceptions=True)
+
+
+@dataclass
+class _Space:
+    """A Space client for one kubeconfig secret version and group, with its caches if watched."""
+
+    version: str
+    cluster: Cluster
+    cache: CachedClient
+    watches: _Watches | None = None
+
+    async def close(self) -> None:
+        if self.watches is not None:
+            await self.watches.close()
+        await self.cluster.close()
 
 
 class SpacesConnector:
@@ -56,14 +130,25 @@ class SpacesConnector:
         *,
         restorer: Restorer | None = None,
         on_request: kube.RequestHook | None = None,
+        cache: CachedClient | None = None,
+        on_control_plane: Callable[[InstanceKey], None] | None = None,
     ) -> None:
-        """``local`` is the cluster the Instances live in; ``restorer`` restores Backups."""
+        """``local`` is the cluster the Instances live in; ``restorer`` restores Backups.
+
+        ``cache`` reads provider configs; ``on_control_plane`` turns on the
+        Space watches and hears which Instance a ControlPlane change concerns.
+        """
         self.local = local
         self.restoring = InstanceRestore(local, restorer) if restorer is not None else None
         self.on_request = on_request
-        # One client per kubeconfig secret version, so a steady poll reuses its
-        # connections and a rotated kubeconfig is picked up on the next poll.
-        self._spaces: dict[tuple[str, str, str], Cluster] = {}
+        self.cache = cache or CachedClient(local)
+        self.on_control_plane = on_control_plane
+        # One client per kubeconfig secret version and group, so a steady poll
+        # reuses its connections and a rotated kubeconfig is picked up at once.
+        self._spaces: dict[tuple[str, str, str], _Space] = {}
+        # Watches of the Space kubeconfig secrets in use, one Secret each.
+        self._credentials: dict[tuple[str, str], tuple[Informer, _Watches]] = {}
+        self._closing: set[asyncio.Task[None]] = set()
 
     async def connect(self, managed: ManagedObject) -> SpacesClient:
         """A client for the Space of ``managed``'s provider config."""
@@ -71,9 +156,9 @@ class SpacesConnector:
         ref = spec.provider_config_ref
         namespace = managed["metadata"].get("namespace", "")
         if ref.kind == "ProviderConfig":
-            config = await self.local.get(PROVIDER_CONFIGS, namespace, ref.name)
+            config = await self.cache.get(PROVIDER_CONFIGS, namespace, ref.name)
         else:
-            config = await self.local.get(CLUSTER_PROVIDER_CONFIGS, None, ref.name)
+            config = await self.cache.get(CLUSTER_PROVIDER_CONFIGS, None, ref.name)
         if config is None:
             msg = f"cannot get {ref.kind} {ref.name}: not found"
             raise ConnectError(msg)
@@ -89,18 +174,19 @@ class SpacesConnector:
                 f"must be {namespace!r}, its own namespace (got {secret_namespace!r})"
             )
             raise ConnectError(msg)
-        space = await self._space(secret_namespace, selector.name, selector.key)
-        return SpacesClient(space, settings.spaces.namespace, self.restoring)
+        group = settings.spaces.namespace
+        space = await self._space(secret_namespace, selector.name, selector.key, group)
+        return SpacesClient(space.cluster, group, self.restoring, cache=space.cache)
 
-    async def _space(self, namespace: str, name: str, key: str) -> Cluster:
+    async def _space(self, namespace: str, name: str, key: str, group: str) -> _Space:
         where = f"secret {namespace}/{name}"
-        secret = await self.local.get(kube.SECRETS, namespace, name)
+        secret = await self._credential(namespace, name)
         if secret is None:
             msg = f"cannot get the Space kubeconfig: {where} not found"
             raise ConnectError(msg)
         version = str(secret["metadata"].get("resourceVersion", ""))
-        cached = self._spaces.get((namespace, name, version))
-        if cached is not None:
+        cached = self._spaces.get((namespace, name, group))
+        if cached is not None and cached.version == version:
             return cached
         encoded = (secret.get("data") or {}).get(key)
         if not encoded:
@@ -109,21 +195,100 @@ class SpacesConnector:
         try:
             text = base64.b64decode(encoded, validate=True).decode()
             config = kube.load_kubeconfig_text(text)
-            space = await Cluster.from_kubeconfig(config, on_request=self.on_request)
+            cluster = await Cluster.from_kubeconfig(config, on_request=self.on_request)
         except (binascii.Error, UnicodeDecodeError, KubeError) as error:
             detail = str(error) if isinstance(error, KubeError) else "is not valid base64 text"
             msg = f"cannot use the Space kubeconfig: key {key!r} of {where} {detail}"
             raise ConnectError(msg) from None
-        for stale in [k for k in self._spaces if k[:2] == (namespace, name)]:
-            await self._spaces.pop(stale).close()
-        self._spaces[(namespace, name, version)] = space
+        stale = [k for k, v in self._spaces.items() if k[:2] == (namespace, name)]
+        for other in [k for k in stale if self._spaces[k].version != version]:
+            await self._spaces.pop(other).close()
+        space = self._watched(version, cluster, group)
+        self._spaces[(namespace, name, group)] = space
         return space
 
+    async def _credential(self, namespace: str, name: str) -> JsonObject | None:
+        """The Space kubeconfig secret: from its own watch when watching, else read."""
+        if self.on_control_plane is None:
+            return await self.local.get(kube.SECRETS, namespace, name)
+        known = self._credentials.get((namespace, name))
+        if known is None:
+            watches = _Watches()
+            informer = watches.run(
+                Informer(
+                    self.local,
+                    kube.SECRETS,
+                    namespace=namespace,
+                    field_selector=f"metadata.name={name}",
+                )
+            )
+            known = self._credentials[(namespace, name)] = (informer, watches)
+        await known[0].wait_synced(SYNC_TIMEOUT_SECONDS)
+        return known[0].get(namespace, name)
+
+    def _watched(self, version: str, cluster: Cluster, group: str) -> _Space:
+        """A Space, with watches of the group's ControlPlanes and their secrets when watching."""
+        notify = self.on_control_plane
+        if notify is None:
+            return _Space(version, cluster, CachedClient(cluster))
+        watches = _Watches()
+        control_planes = Informer(
+            cluster, CONTROL_PLANES, namespace=group, transform=without_managed_fields
+        )
+        secrets = Informer(cluster, kube.SECRETS, namespace=group, transform=cached_space_secret)
+
+        def control_plane_changed(_: str, obj: JsonObject, __: JsonObject | None) -> None:
+            for instance in instance_of(obj):
+                notify(instance)
+
+        def secret_changed(_: str, obj: JsonObject, __: JsonObject | None) -> None:
+            name = str(obj["metadata"].get("name", "")).removeprefix(_CONNECTION_SECRET_PREFIX)
+            for instance in instance_of(control_planes.get(group, name) or {}):
+                notify(instance)
+
+        control_planes.add_handler(control_plane_changed)
+        secrets.add_handler(secret_changed)
+        watches.run(control_planes)
+        watches.run(secrets)
+        return _Space(version, cluster, CachedClient(cluster, [control_planes, secrets]), watches)
+
+    def prune(self, in_use: set[tuple[str, str, str]]) -> None:
+        """Stop the watches and clients of Spaces no provider config names any more.
+
+        ``in_use`` holds (secret namespace, secret name, group) of every provider config.
+        """
+        for space in [k for k in self._spaces if k not in in_use]:
+            self._close_later(self._spaces.pop(space).close())
+        secrets = {(namespace, name) for namespace, name, _ in in_use}
+        for secret in [k for k in self._credentials if k not in secrets]:
+            self._close_later(self._credentials.pop(secret)[1].close())
+
+    def _close_later(self, closing: Any) -> None:
+        task = asyncio.ensure_future(closing)
+        self._closing.add(task)
+        task.add_done_callback(self._closing.discard)
+
     async def close(self) -> None:
-        """Close every Space client."""
+        """Close every Space client and stop every watch."""
         for space in self._spaces.values():
             await space.close()
         self._spaces.clear()
+        for _, watches in self._credentials.values():
+            await watches.close()
+        self._credentials.clear()
+        await asyncio.gather(*self._closing, return_exceptions=True)
+
+
+def spaces_in_use(configs: list[JsonObject]) -> set[tuple[str, str, str]]:
+    """(secret namespace, secret name, group) of each valid provider config."""
+    found = set()
+    for config in configs:
+        with contextlib.suppress(InvalidError):
+            settings = parse(ProviderConfigSpec, config.get("spec") or {}, "spec")
+            selector = settings.spaces.credentials.secret_ref
+            namespace = selector.namespace or config["metadata"].get("namespace", "")
+            found.add((namespace, selector.name, settings.spaces.namespace))
+    return found
 
 
 def _desired(spec: InstanceSpec, external_name: str, group: str) -> dict[str, Any]:
@@ -148,22 +313,35 @@ class SpacesClient:
     """Manages the ControlPlane of one Instance in one Space group."""
 
     def __init__(
-        self, space: Cluster, group: str, restoring: InstanceRestore | None = None
+        self,
+        space: Cluster,
+        group: str,
+        restoring: InstanceRestore | None = None,
+        *,
+        cache: CachedClient | None = None,
     ) -> None:
-        """``group`` is the Space namespace where ControlPlanes are made."""
+        """``group`` is the Space namespace where ControlPlanes are made.
+
+        ``cache`` reads the group's ControlPlanes and their secrets from watches.
+        """
         self.space = space
         self.group = group
         self.restoring = restoring
+        self.cache = cache or CachedClient(space)
 
     async def observe(self, managed: ManagedObject) -> Observation:
         """Find the ControlPlane; late-initialise, report readiness and the kubeconfig."""
         name = meta.external_name(managed)
-        found = await self.space.get(CONTROL_PLANES, self.group, name)
+        watched = self.cache.informer(CONTROL_PLANES)
+        if watched is not None:
+            # An unreachable Space fails here, as a read would.
+            await watched.wait_synced(SYNC_TIMEOUT_SECONDS)
+        found = await self.cache.get(CONTROL_PLANES, self.group, name)
         if found is None:
             return Observation(exists=False)
         policies = Policies.of((managed.get("spec") or {}).get("managementPolicies"))
         if _ownership(managed, found) == "claim" and policies.should_update:
-            await self.space.merge_patch(
+            await self.cache.merge_patch(
                 CONTROL_PLANES, self.group, name, {"metadata": _owner_metadata(managed)}
             )
         spec = parse(InstanceSpec, managed.get("spec") or {}, "spec")
@@ -215,9 +393,18 @@ class SpacesClient:
         ref = (found.get("spec") or {}).get("writeConnectionSecretToRef") or {}
         if not ref.get("name"):
             return {}
-        secret = await self.space.get(
-            kube.SECRETS, ref.get("namespace") or self.group, str(ref["name"])
-        )
+        namespace, name = str(ref.get("namespace") or self.group), str(ref["name"])
+        watched = self.cache.informer(kube.SECRETS)
+        if (
+            watched is not None
+            and namespace == self.group
+            and name.startswith(_CONNECTION_SECRET_PREFIX)
+        ):
+            await watched.wait_synced(SYNC_TIMEOUT_SECONDS)
+            secret = watched.get(namespace, name)
+        else:
+            # Not one the cache keeps (a ControlPlane adopted with a secret of its own).
+            secret = await self.space.get(kube.SECRETS, namespace, name)
         encoded = ((secret or {}).get("data") or {}).get(KUBECONFIG_KEY)
         return {KUBECONFIG_KEY: base64.b64decode(encoded)} if encoded else {}
 
@@ -232,8 +419,16 @@ class SpacesClient:
             "spec": _desired(spec, name, self.group),
         }
         try:
-            await self.space.create(CONTROL_PLANES, body)
+            await self.cache.create(CONTROL_PLANES, body)
         except kube.AlreadyExistsError:
+            # The cache may lag behind a create of ours (a watch resuming after
+            # an API server restart): the server has the last word.
+            found = await self.space.get(CONTROL_PLANES, self.group, name)
+            if found is not None and instance_of(found) == instance_of(body):
+                watched = self.cache.informer(CONTROL_PLANES)
+                if watched is not None:
+                    watched.remember(found)
+                return Creation()
             msg = (
                 f"a ControlPlane named {name} already exists in Space group {self.group}; "
                 "it is not adopted (an operator adopts it by annotating it with "
@@ -248,12 +443,12 @@ class SpacesClient:
         name = meta.external_name(managed)
         desired = _desired(spec, name, self.group)
         patch = {"spec": {"crossplane": desired["crossplane"], "class": desired.get("class")}}
-        await self.space.merge_patch(CONTROL_PLANES, self.group, name, patch)
+        await self.cache.merge_patch(CONTROL_PLANES, self.group, name, patch)
         return Update()
 
     async def delete(self, managed: ManagedObject) -> None:
         """Delete the ControlPlane."""
-        await self.space.delete(CONTROL_PLANES, self.group, meta.external_name(managed))
+        await self.cache.delete(CONTROL_PLANES, self.group, meta.external_name(managed))
 
 
 def _owner_metadata(managed: ManagedObject) -> dict[str, Any]:
