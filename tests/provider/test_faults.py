@@ -180,14 +180,24 @@ def test_failures_back_off_instead_of_hammering(env: Env) -> None:
     assert count() < first + 10
 
 
+RECOVERY_SECONDS = 240
+
+
 def test_a_control_plane_deleted_behind_our_back_is_made_again_once(env: Env) -> None:
     namespace = fresh(env, "fault")
     env.local.create("instances", instance(namespace))
     wait_for("Ready", lambda: ready(env, namespace))
     external = default_external_name(namespace)
     env.space.delete("controlplanes", SPACE_GROUP, external, "spaces.upbound.io", "v1beta1")
-    wait_for("the ControlPlane made again", lambda: len(control_planes(env, external)) == 1)
-    wait_for("Ready again", lambda: ready(env, namespace))
+    # It was created moments ago, so the reconciler first waits out its creation
+    # grace period (30 s, crossplane-runtime's: a fresh create may not be observable
+    # yet) before it believes the ControlPlane gone; loaded machines add to that.
+    wait_for(
+        "the ControlPlane made again",
+        lambda: len(control_planes(env, external)) == 1,
+        timeout=RECOVERY_SECONDS,
+    )
+    wait_for("Ready again", lambda: ready(env, namespace), timeout=RECOVERY_SECONDS)
     assert len(control_planes(env, external)) == 1
 
 
