@@ -6,7 +6,6 @@ import asyncio
 import gzip
 import hashlib
 import io
-import itertools
 import subprocess
 import tarfile
 from collections.abc import Callable
@@ -29,17 +28,13 @@ from tests.backup.test_roundtrip import (
     Planes,
     backup_object,
     ensure_bucket,
+    fresh_name,
     instance_with_kubeconfig,
     operator_allows,
 )
 from tests.deploy.test_kustomize import KUBECTL
 
-_names = itertools.count()
 CONTENT_CANARY = "content-canary-91b2"
-
-
-def fresh_name(prefix: str) -> str:
-    return f"{prefix}-{next(_names)}"
 
 
 def test_an_unreachable_s3_fails_the_backup_after_retries_and_leaves_no_object(

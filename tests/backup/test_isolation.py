@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import itertools
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,17 +28,13 @@ from tests.backup.test_roundtrip import (
     Planes,
     backup_object,
     ensure_bucket,
+    fresh_name,
     instance_with_kubeconfig,
     operator_allows,
 )
 from tests.servers import Proxy, proxy
 
-_names = itertools.count()
 VICTIM = "team-b"
-
-
-def fresh(prefix: str) -> str:
-    return f"{prefix}-{next(_names)}"
 
 
 def store(seaweed: SeaweedFS) -> Store:
@@ -89,7 +84,7 @@ def victims_archive(planes: Planes, seaweed: SeaweedFS, monkeypatch: pytest.Monk
     seaweed.configure(monkeypatch)
     ensure_bucket(seaweed, BUCKET)
     planes.local.namespace(NAMESPACE)
-    key = f"{VICTIM}/myctp/{fresh('b')}.tar.gz"
+    key = f"{VICTIM}/myctp/{fresh_name('b')}.tar.gz"
     put(seaweed, key, b"team b's archive")
     return key
 
@@ -130,7 +125,7 @@ def test_a_backup_outside_its_namespace_or_allowed_endpoints_fails_at_once_and_w
     planes: Planes, seaweed: SeaweedFS, victims_archive: str, case: RefusedStorage
 ) -> None:
     name = victims_archive.rsplit("/", 1)[1].removesuffix(".tar.gz")  # team B's Backup name
-    instance = fresh("a")
+    instance = fresh_name("a")
     instance_with_kubeconfig(planes.local, planes.source.server, instance)
     body = backup_object(name, instance, seaweed.endpoint, f"{NAMESPACE}/{instance}/")
     body["spec"]["storage"].update(case.storage)
@@ -158,7 +153,7 @@ def test_deleting_a_backup_never_deletes_an_archive_that_is_not_its_own(
             (f"{NAMESPACE}/mine/", victims_archive),  # status names B's key
         ]
     ):
-        name = fresh(f"forged-{index}")
+        name = fresh_name(f"forged-{index}")
         body = backup_object(name, "any", seaweed.endpoint, prefix)
         body["metadata"]["finalizers"] = ["controlplane.spaces.upbound.io/archive"]
         planes.local.create("backups", body)
@@ -179,7 +174,7 @@ def test_a_backup_of_an_instance_whose_kubeconfig_runs_a_command_runs_nothing(
     seaweed.configure(monkeypatch)
     ensure_bucket(seaweed, BUCKET)
     marker = tmp_path / "ran-as-the-controller"
-    instance = fresh("exec")
+    instance = fresh_name("exec")
     instance_with_kubeconfig(planes.local, planes.source.server, instance)
     hostile = yaml.safe_load(planes.source.server.kubeconfig)
     hostile["users"][0]["user"] = {
@@ -192,7 +187,7 @@ def test_a_backup_of_an_instance_whose_kubeconfig_runs_a_command_runs_nothing(
     planes.local.put_secret(
         NAMESPACE, f"{instance}-kubeconfig", {"kubeconfig": yaml.safe_dump(hostile).encode()}
     )
-    name = fresh("exec-backup")
+    name = fresh_name("exec-backup")
     planes.local.create(
         "backups", backup_object(name, instance, seaweed.endpoint, f"{NAMESPACE}/{instance}/")
     )
@@ -205,7 +200,7 @@ def test_a_backup_of_an_instance_whose_kubeconfig_runs_a_command_runs_nothing(
 
 
 def test_a_schedule_outside_its_namespace_makes_no_backups(planes: Planes) -> None:
-    namespace = fresh("sched")
+    namespace = fresh_name("sched")
     planes.local.namespace(namespace)
     planes.local.create(
         "backupschedules",
@@ -298,7 +293,7 @@ def completed_backup(
     planes: Planes, seaweed: SeaweedFS, data: bytes, case: RestoreCase | None = None
 ) -> str:
     case = case or RestoreCase("", "")
-    name = fresh("restored")
+    name = fresh_name("restored")
     own_key = f"{case.prefix}{name}.tar.gz"
     put(seaweed, own_key, data + case.stored_extra)
     planes.local.create("backups", backup_object(name, "any", seaweed.endpoint, case.prefix))
@@ -320,7 +315,7 @@ def test_a_restore_refuses_a_backup_it_cannot_trust_and_applies_nothing(
     seaweed.configure(monkeypatch)
     ensure_bucket(seaweed, BUCKET)
     planes.local.namespace(NAMESPACE)
-    canary = fresh("must-not-appear")
+    canary = fresh_name("must-not-appear")
     data = written(
         (
             ResourceType("namespaces", "", "v1", "Namespace", namespaced=False),

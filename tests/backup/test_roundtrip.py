@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import io
+import itertools
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import partial
@@ -149,6 +150,14 @@ def planes(kube_etcd: Etcd) -> Iterator[Planes]:
         local = Kube(factory(name="backup-local"))
         local.apply_crds(PROVIDER_CRDS, BACKUP_CRDS)
         yield Planes(local, Kube(factory(name="source")), Kube(factory(name="target")))
+
+
+_names = itertools.count()
+
+
+def fresh_name(prefix: str) -> str:
+    """A name no other backup test in this session uses."""
+    return f"{prefix}-{next(_names)}"
 
 
 def ensure_bucket(s3: SeaweedFS, name: str) -> None:

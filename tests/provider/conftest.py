@@ -56,6 +56,26 @@ def cluster_provider_config(name: str = "default", secret: str = SPACE_SECRET) -
     }
 
 
+def provider_config(
+    name: str, namespace: str, secret: str, secret_namespace: str | None = None
+) -> dict[str, object]:
+    """A namespaced ProviderConfig; its Secret is in its own namespace unless told otherwise."""
+    secret_ref = {"name": secret, "key": "kubeconfig"}
+    if secret_namespace is not None:
+        secret_ref["namespace"] = secret_namespace
+    return {
+        "apiVersion": "controlplane.spaces.upbound.io/v1alpha1",
+        "kind": "ProviderConfig",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "spaces": {
+                "namespace": SPACE_GROUP,
+                "credentials": {"source": "Secret", "secretRef": secret_ref},
+            }
+        },
+    }
+
+
 def connect_to_space(local: Kube, space: Kube) -> None:
     """Install our CRDs and the Spaces CRD, and a default ClusterProviderConfig for the Space."""
     local.apply_crds(PROVIDER_CRDS)

@@ -24,6 +24,7 @@ from tests.provider.conftest import (
     SPACE_SECRET,
     Env,
     cluster_provider_config,
+    provider_config,
 )
 from tests.provider.test_instance import (
     control_planes,
@@ -143,9 +144,8 @@ def test_a_missing_provider_config_is_a_clear_error_and_recovers_once_created(en
 
 def test_a_namespaced_provider_config_may_not_read_another_namespaces_secret(env: Env) -> None:
     namespace = fresh(env, "fault")
-    config = cluster_provider_config("borrowing")
-    config["kind"] = "ProviderConfig"
-    config["metadata"] = {"name": "borrowing", "namespace": namespace}
+    # The Space's Secret is in the provider's namespace, not the config's.
+    config = provider_config("borrowing", namespace, SPACE_SECRET, PROVIDER_NAMESPACE)
     env.local.create("providerconfigs", config)
     env.local.create(
         "instances",

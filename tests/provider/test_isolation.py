@@ -21,7 +21,7 @@ from provider.managed.reconciler import Reconciler
 from provider.spaces.backend import OWNER_NAME, OWNER_NAMESPACE, SpacesConnector
 from sandbox.apiserver import APIServer, APIServerFactory, Etcd
 from sandbox.spaces import Kube, SpacesSimulator, condition, wait_for
-from tests.provider.conftest import SPACE_GROUP, connect_to_space
+from tests.provider.conftest import SPACE_GROUP, connect_to_space, provider_config
 from tests.provider.test_instance import instance
 
 _names = itertools.count()
@@ -331,23 +331,7 @@ def test_switching_to_a_namespaced_provider_config_drops_the_old_usage(world: Wo
     world.local.core.create_namespaced_secret(
         ns, {"metadata": {"name": "space-kubeconfig"}, "data": secret["data"]}
     )
-    world.local.create(
-        "providerconfigs",
-        {
-            "apiVersion": "controlplane.spaces.upbound.io/v1alpha1",
-            "kind": "ProviderConfig",
-            "metadata": {"name": "own", "namespace": ns},
-            "spec": {
-                "spaces": {
-                    "namespace": SPACE_GROUP,
-                    "credentials": {
-                        "source": "Secret",
-                        "secretRef": {"name": "space-kubeconfig", "key": "kubeconfig"},
-                    },
-                }
-            },
-        },
-    )
+    world.local.create("providerconfigs", provider_config("own", ns, "space-kubeconfig"))
     world.local.patch(
         "instances",
         ns,
@@ -391,23 +375,7 @@ def test_a_namespaced_provider_config_whose_kubeconfig_reads_a_file_is_refused(
             "data": {"kubeconfig": base64.b64encode(yaml.safe_dump(hostile).encode()).decode()},
         },
     )
-    world.local.create(
-        "providerconfigs",
-        {
-            "apiVersion": "controlplane.spaces.upbound.io/v1alpha1",
-            "kind": "ProviderConfig",
-            "metadata": {"name": "own", "namespace": ns},
-            "spec": {
-                "spaces": {
-                    "namespace": SPACE_GROUP,
-                    "credentials": {
-                        "source": "Secret",
-                        "secretRef": {"name": "space", "key": "kubeconfig"},
-                    },
-                }
-            },
-        },
-    )
+    world.local.create("providerconfigs", provider_config("own", ns, "space"))
     world.local.create(
         "instances",
         instance(ns, provider_config={"kind": "ProviderConfig", "name": "own"}),
