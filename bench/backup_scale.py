@@ -94,19 +94,41 @@ def backup_body(name: str, endpoint: str) -> dict[str, Any]:
     return body
 
 
-def job(*args: str, env: dict[str, str]) -> dict[str, Any]:
+def job(*args: str, env: dict[str, str], tree: Path = ROOT) -> dict[str, Any]:
+    """Run bench/backup_job.py with ``tree``'s code (this interpreter); its JSON line."""
     done = subprocess.run(
         [sys.executable, "-m", "bench.backup_job", *args],
         capture_output=True,
         text=True,
-        env=env,
+        env={**env, "PYTHONPATH": str(tree)},
         check=False,
-        cwd=ROOT,
+        cwd=tree,
     )
     if done.returncode != 0:
         raise SystemExit(done.stderr)
     result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
     return result
+
+
+def backed_up(
+    local: Kube, source: Kube, seeded: int, size: int, endpoint: str, env: dict[str, str]
+) -> tuple[str, dict[str, Any]]:
+    """Grow the source from ``seeded`` to ``size`` objects and back it up: the Backup's name."""
+    seed(source, seeded, size)
+    name = f"bench-{size}"
+    local.create("backups", backup_body(name, endpoint))
+    return name, job("backup", str(local.server.kubeconfig_path), "team-a", name, env=env)
+
+
+def restore_target(factory: APIServerFactory, name: str, crd: dict[str, Any]) -> Kube:
+    """A fresh control plane with the seeded CRD owned by its package, as Crossplane installs it.
+
+    A restore applies objects only of CRDs Crossplane owns.
+    """
+    target = Kube(factory(name=name))
+    target.extensions.create_custom_resource_definition(crd)
+    wait_for("the CRD", partial(target.established, crd["metadata"]["name"]))
+    return target
 
 
 def kubectl_baseline(kubeconfig: Path) -> dict[str, float]:
@@ -143,17 +165,10 @@ def main() -> None:
         local, source, crd = clusters(factory)
         seeded = 0
         for size in sorted(args.sizes):
-            seed(source, seeded, size)
+            name, backed = backed_up(local, source, seeded, size, s3.endpoint, env)
             seeded = size
-            name = f"bench-{size}"
-            local.create("backups", backup_body(name, s3.endpoint))
-            backed = job("backup", str(local.server.kubeconfig_path), "team-a", name, env=env)
             baseline = kubectl_baseline(source.server.kubeconfig_path)
-            target = Kube(factory(name=f"target-{size}"))
-            # Owned by its package, as Crossplane installs it: a restore applies
-            # objects only of CRDs Crossplane owns.
-            target.extensions.create_custom_resource_definition(crd)
-            wait_for("the CRD", partial(target.established, crd["metadata"]["name"]))
+            target = restore_target(factory, f"target-{size}", crd)
             restored = job(
                 "restore",
                 str(local.server.kubeconfig_path),

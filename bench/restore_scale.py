@@ -15,22 +15,19 @@ kube-apiserver: the work each side did.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import resource
 import subprocess
-import sys
 import tempfile
-from functools import partial
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from bench.backup_scale import BUCKET, backup_body, clusters, seed
+from bench import backup_scale
+from bench.backup_scale import BUCKET, clusters
 from sandbox.apiserver import APIServerFactory, run_etcd
 from sandbox.s3 import run_seaweedfs
-from sandbox.spaces import Kube, wait_for
 
 ROOT = Path(__file__).resolve().parent.parent
 # main before issue 10's restore work: one apply per object, 16 at a time, a UID map.
@@ -50,22 +47,9 @@ def children_cpu_seconds() -> float:
 
 
 def job(tree: Path, *args: str, env: dict[str, str]) -> dict[str, Any]:
-    """Run bench/backup_job.py from ``tree`` (its code, this interpreter); its JSON line.
-
-    ``cpu_seconds`` is the job's own CPU time, user and system.
-    """
+    """``backup_scale.job`` with ``tree``'s code, and its CPU time, user and system."""
     before = children_cpu_seconds()
-    done = subprocess.run(
-        [sys.executable, "-m", "bench.backup_job", *args],
-        capture_output=True,
-        text=True,
-        env={**env, "PYTHONPATH": str(tree)},
-        check=False,
-        cwd=tree,
-    )
-    if done.returncode != 0:
-        raise SystemExit(done.stderr)
-    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    result = backup_scale.job(*args, env=env, tree=tree)
     result["cpu_seconds"] = children_cpu_seconds() - before
     return result
 
@@ -105,11 +89,8 @@ def main() -> None:
         local, source, crd = clusters(factory)
         seeded = 0
         for size in sorted(args.sizes):
-            seed(source, seeded, size)
+            name, _ = backup_scale.backed_up(local, source, seeded, size, s3.endpoint, env)
             seeded = size
-            name = f"bench-{size}"
-            local.create("backups", backup_body(name, s3.endpoint))
-            job(ROOT, "backup", str(local.server.kubeconfig_path), "team-a", name, env=env)
             # Alternating which code goes first evens out a machine whose load drifts.
             runs = [
                 item
@@ -117,11 +98,8 @@ def main() -> None:
                 for item in (list(trees.items()) if turn % 2 == 0 else reversed(trees.items()))
             ]
             for label, tree in runs:
-                target = factory(name=f"target-{size}-{len(rows)}")
-                kube = Kube(target)
-                # Owned by its package, as Crossplane installs it.
-                kube.extensions.create_custom_resource_definition(crd)
-                wait_for("the CRD", partial(kube.established, crd["metadata"]["name"]))
+                kube = backup_scale.restore_target(factory, f"target-{size}-{len(rows)}", crd)
+                target = kube.server
                 server = target.lifecycle.process if target.lifecycle else None
                 pid = server._popen.pid if server else 0
                 server_before = cpu_seconds(pid)
