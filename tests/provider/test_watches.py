@@ -5,15 +5,19 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
 import pytest
 
+from provider.cache import Informer
+from provider.configs import config_of_usage
 from provider.controller import Controller
+from provider.instances import PROVIDER_CONFIG_LABEL
 from provider.managed.reconciler import Result
-from provider.model import INSTANCES
-from provider.runtime.queue import RateLimitingQueue
+from provider.model import CLUSTER_PROVIDER_CONFIG_USAGES, CLUSTER_PROVIDER_CONFIGS, INSTANCES
+from provider.runtime.queue import FakeClock, RateLimitingQueue
 from sandbox.spaces import ProviderProcess, condition, wait_for
 from tests.provider.conftest import Env
 from tests.provider.test_instance import (
@@ -57,6 +61,70 @@ def test_a_controller_wakes_from_the_queue_it_was_given_even_while_that_is_empty
 
     assert controller.queue is queue
     assert len(controller.queue) == 1
+
+
+@dataclass
+class CoalesceCase:
+    reason: str
+    coalesce: float
+    usages: int
+    # Keys ready at once, and after the coalescing period has passed.
+    ready_at_once: int
+    ready_after: int
+
+
+COALESCE_CASES = [
+    CoalesceCase(
+        "a burst of usages of one config is one reconcile after the period, not one each",
+        coalesce=1.0,
+        usages=100,
+        ready_at_once=0,
+        ready_after=1,
+    ),
+    CoalesceCase(
+        "without a period a usage queues its config at once",
+        coalesce=0.0,
+        usages=1,
+        ready_at_once=1,
+        ready_after=1,
+    ),
+]
+
+
+@pytest.mark.parametrize("case", COALESCE_CASES, ids=lambda case: case.reason)
+def test_a_controller_coalesces_the_keys_its_watched_kinds_map_to(case: CoalesceCase) -> None:
+    clock = FakeClock()
+    queue: RateLimitingQueue[tuple[str, str]] = RateLimitingQueue(clock=clock)
+    unused: Any = None  # nothing is read before run()
+    usages = Informer(unused, CLUSTER_PROVIDER_CONFIG_USAGES)
+    Controller(
+        "clusterproviderconfig",
+        unused,
+        CLUSTER_PROVIDER_CONFIGS,
+        _never,
+        queue=queue,
+        also_watch=((usages, config_of_usage),),
+        coalesce=case.coalesce,
+    )
+
+    for number in range(case.usages):
+        # As the usages' watch hands them over.
+        usages._apply("ADDED", _usage(f"u{number}", "default"))
+    at_once = len(queue)
+    clock.advance(case.coalesce)
+
+    assert at_once == case.ready_at_once
+    assert len(queue) == case.ready_after
+
+
+def _usage(name: str, config: str) -> dict[str, Any]:
+    return {
+        "metadata": {
+            "name": name,
+            "resourceVersion": "1",
+            "labels": {PROVIDER_CONFIG_LABEL: config},
+        }
+    }
 
 
 async def _never(namespace: str, name: str) -> Result:
