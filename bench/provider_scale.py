@@ -1,17 +1,20 @@
 """The provider at scale: N Instances against a simulated Space, on real API servers.
 
 Measures the time until every Instance is Ready after all are applied at
-once, the API requests per Instance per poll interval in steady state (reads
-and writes; an unchanged Instance must cause no writes), the time until every
-Instance is gone after all are deleted at once, and the provider's resident
-memory (steady and peak).
+once (``--clients`` concurrent clients create them, as a composition engine
+would; the time to create them is shown too), the API requests per Instance
+on the way to Ready and per poll interval in steady state (reads and writes;
+an unchanged Instance must cause no writes), the time until every Instance is
+gone after all are deleted at once, the CPU each process used in each phase,
+and the provider's resident memory (steady and peak).
 
-Requests are counted twice over the same steady window: by the provider
-itself (``controlplane_provider_api_requests_total``, by verb and resource)
-and by both API servers (``apiserver_request_total`` of the local cluster and
-the Space, every verb but WATCH; this includes the servers' own background
-requests, such as their identity leases, so it is an upper bound). The Spaces
-simulator watches and sends nothing while nothing changes.
+Requests are counted twice over each phase: by the provider itself
+(``controlplane_provider_api_requests_total``, by verb and resource) and by
+both API servers (``apiserver_request_total`` of the local cluster and the
+Space, every verb but WATCH; this includes the servers' own background
+requests, such as their identity leases, and the simulator's and the
+bench's). The Spaces simulator watches and sends nothing while nothing
+changes; the bench follows the Instances with one watch rather than lists.
 
     .venv/bin/python -m bench.provider_scale [--instances 500] [--poll-interval 20]
 """
@@ -22,9 +25,11 @@ import argparse
 import contextlib
 import os
 import re
+import resource
 import tempfile
 import threading
 import time
+import urllib.request
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -35,7 +40,7 @@ import urllib3
 from kubernetes import watch
 from kubernetes.client.exceptions import ApiException
 
-from sandbox.apiserver import APIServer, APIServerFactory, run_etcd
+from sandbox.apiserver import APIServer, APIServerFactory, Etcd, run_etcd
 from sandbox.spaces import (
     GROUP,
     VERSION,
@@ -88,6 +93,13 @@ def server_cpu_seconds(server: APIServer) -> float:
         msg = f"{server.name} /metrics answered {status}"
         raise RuntimeError(msg)
     match = _SERVER_CPU.search(body)
+    return float(match.group(1)) if match else float("nan")
+
+
+def etcd_cpu_seconds(etcd: Etcd) -> float:
+    """CPU seconds etcd has used (``process_cpu_seconds_total`` of its /metrics)."""
+    with urllib.request.urlopen(f"{etcd.url}/metrics", timeout=10) as response:
+        match = _SERVER_CPU.search(response.read().decode())
     return float(match.group(1)) if match else float("nan")
 
 
@@ -190,16 +202,24 @@ class Sample:
     provider_cpu: float
     local_cpu: float
     space_cpu: float
+    etcd_cpu: float
+    # This process: the clients creating and deleting, the Spaces simulator, the watch.
+    bench_cpu: float
 
     @classmethod
-    def take(cls, process: ProviderProcess, pid: int, local: Kube, space: Kube) -> Sample:
+    def take(
+        cls, process: ProviderProcess, pid: int, local: Kube, space: Kube, etcd: Etcd
+    ) -> Sample:
         """Read the counters now."""
+        usage = resource.getrusage(resource.RUSAGE_SELF)
         return cls(
             provider=requests(process.metrics()),
             served=server_requests(local.server) + server_requests(space.server),
             provider_cpu=cpu_seconds(pid),
             local_cpu=server_cpu_seconds(local.server),
             space_cpu=server_cpu_seconds(space.server),
+            etcd_cpu=etcd_cpu_seconds(etcd),
+            bench_cpu=usage.ru_utime + usage.ru_stime,
         )
 
 
@@ -217,8 +237,8 @@ def print_requests(title: str, per: dict[tuple[str, str], float], served: float)
     writes = sum(v for (verb, _), v in per.items() if verb.lower() in WRITE_VERBS)
     print(f"{title:<56}{reads + writes:>10.3f}")
     print(f"{'  of which writes':<56}{writes:>10.3f}")
-    for (verb, resource), value in sorted(per.items()):
-        print(f"    {verb:<8}{resource:<44}{value:>10.3f}")
+    for (verb, kind), value in sorted(per.items()):
+        print(f"    {verb:<8}{kind:<44}{value:>10.3f}")
     print(f"{'  served by both API servers (but WATCH)':<56}{served:>10.3f}")
 
 
@@ -227,9 +247,11 @@ def print_cpu(title: str, before: Sample, after: Sample) -> None:
     used = (
         f"provider {after.provider_cpu - before.provider_cpu:.1f}, "
         f"local API server {after.local_cpu - before.local_cpu:.1f}, "
-        f"Space API server {after.space_cpu - before.space_cpu:.1f}"
+        f"Space API server {after.space_cpu - before.space_cpu:.1f}, "
+        f"etcd {after.etcd_cpu - before.etcd_cpu:.1f}, "
+        f"bench and simulator {after.bench_cpu - before.bench_cpu:.1f}"
     )
-    print(f"{title:<24}{used:>42} CPU s")
+    print(f"{title} CPU s: {used}")
 
 
 def at_once(
@@ -287,7 +309,7 @@ def main() -> None:
             wait_for("the provider's metrics", lambda: _quiet(process.metrics))
             pid = process.process.pid if process.process else 0
             bodies = [instance(NAMESPACE, f"ctp-{i:04d}") for i in range(args.instances)]
-            idle = Sample.take(process, pid, local, space)
+            idle = Sample.take(process, pid, local, space, etcd)
             start = time.monotonic()
             created = at_once(
                 local.server,
@@ -299,14 +321,14 @@ def main() -> None:
                 "every Instance Ready", lambda: len(tally.ready) == args.instances, args.deadline
             )
             ready_after = time.monotonic() - start
-            ready = Sample.take(process, pid, local, space)
+            ready = Sample.take(process, pid, local, space, etcd)
             # Let the last creations settle into their poll rhythm, then count
             # requests over whole poll intervals.
             time.sleep(args.poll_interval * 1.5)
-            before = Sample.take(process, pid, local, space)
+            before = Sample.take(process, pid, local, space, etcd)
             window = args.poll_interval * args.polls
             time.sleep(window)
-            after = Sample.take(process, pid, local, space)
+            after = Sample.take(process, pid, local, space, etcd)
             steady_rss = memory_mib(pid, "VmRSS")
             start = time.monotonic()
             deleted = at_once(
@@ -317,7 +339,7 @@ def main() -> None:
             )
             tally.until("every Instance gone", lambda: not tally.present, args.deadline)
             gone_after = time.monotonic() - start
-            gone = Sample.take(process, pid, local, space)
+            gone = Sample.take(process, pid, local, space, etcd)
             peak_rss = memory_mib(pid, "VmHWM")
     polls = window / args.poll_interval
     print(
