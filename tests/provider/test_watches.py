@@ -151,6 +151,28 @@ def test_a_steady_poll_of_unchanged_instances_sends_no_request(env: Env) -> None
     assert requests_but_watches(after) == requests_but_watches(before)
 
 
+def test_a_new_instance_creates_its_connection_secret_without_reading_it_first(
+    env: Env,
+) -> None:
+    namespace = fresh(env, "secret")
+    before = env.provider.metrics()
+
+    env.local.create("instances", instance(namespace))
+    wait_for("Ready", lambda: ready(env, namespace))
+    wait_for("the connection secret", lambda: env.local.secret(namespace, "myctp-kubeconfig"))
+    after = env.provider.metrics()
+
+    def secrets(metrics: str, verb: str) -> float:
+        return total(
+            metrics, "controlplane_provider_api_requests_total", verb=verb, resource="secrets"
+        )
+
+    # The cache of labelled secrets cannot say that an unlabelled one is absent:
+    # the secret is created, and read only if one exists after all.
+    assert secrets(after, "post") > secrets(before, "post")
+    assert secrets(after, "get") == secrets(before, "get")
+
+
 @pytest.fixture
 def slow_poll(env: Env) -> Iterator[ProviderProcess]:
     """The provider polling every hour instead of every 2s; the usual one after."""
