@@ -404,6 +404,17 @@ class CachedClient:
             return found
         return await self.cluster.get(resource, namespace, name)
 
+    def get_cached(self, resource: Resource, namespace: str, name: str) -> JsonObject | None:
+        """The object if a synced cache holds it; None otherwise, with no request.
+
+        For a cache that is not authoritative None does not mean the object is
+        absent: a caller about to create it does so and reads it on a conflict.
+        """
+        informer = self._informers.get(resource)
+        if informer is None or not informer.covers(namespace) or not informer.synced.is_set():
+            return None
+        return informer.get(namespace, name)
+
     def cached(self, resource: Resource) -> list[JsonObject] | None:
         """Every cached object of ``resource``; None when it is not cached (yet)."""
         informer = self._informers.get(resource)

@@ -37,6 +37,7 @@ from provider.backup.tenancy import EndpointPolicy, TenancyError
 from provider.cache import CachedClient, Informer
 from provider.configs import (
     USAGES_BY_CONFIG,
+    USERS_COALESCE_SECONDS,
     ConfigReconciler,
     config_of_usage,
     index_usages_by_config,
@@ -464,6 +465,9 @@ def provider_controllers(
             workers=1,
             also_watch=((usages, config_of_usage),),
             sync_period=options.sync_period,
+            # Its own status write (the users count) needs no second look.
+            predicate=desired_state_changed,
+            coalesce=USERS_COALESCE_SECONDS,
         ),
         Controller(
             "clusterproviderconfig",
@@ -473,6 +477,9 @@ def provider_controllers(
             workers=1,
             also_watch=((cluster_usages, config_of_usage),),
             sync_period=options.sync_period,
+            # Its own status write (the users count) needs no second look.
+            predicate=desired_state_changed,
+            coalesce=USERS_COALESCE_SECONDS,
         ),
     ]
     return controllers, connector.close

@@ -21,6 +21,12 @@ from provider.model import (
 )
 
 IN_USE_FINALIZER = "in-use.crossplane.io"
+# How long a usage change waits before its config's users are counted again:
+# a config that 5,000 new Instances start using at once gets its status written
+# about once a second, not 5,000 times (each a conflict risk with the next).
+# A deleted config's finalizer is decided by the same count, so its deletion
+# waits at most this much longer for its last user to go.
+USERS_COALESCE_SECONDS = 1.0
 USAGES_BY_CONFIG = "config"
 CONFIG_OF_USAGE = {
     PROVIDER_CONFIG_USAGES.plural: PROVIDER_CONFIGS,

@@ -77,6 +77,7 @@ class Controller:
         sync_period: float | None = None,
         predicate: Predicate | None = None,
         caches: tuple[Informer, ...] = (),
+        coalesce: float = 0.0,
     ) -> None:
         """Reconcile ``resource``; ``also_watch`` maps other kinds' events to its keys.
 
@@ -84,7 +85,10 @@ class Controller:
         often; ``None`` never does. ``predicate(old, new)`` filters updates of
         ``resource`` (every other event is queued). ``caches`` are shared
         informers this controller runs (its reconciler reads them), and waits
-        for before it calls itself synced.
+        for before it calls itself synced. ``coalesce`` (seconds) holds the keys
+        ``also_watch`` events map to for that long, so a burst of them (a usage
+        for each of 5,000 new Instances) is one reconcile per key per period
+        instead of one per event; its own kind's events are queued at once.
         """
         self.name = name
         self.cluster = cluster
@@ -93,6 +97,7 @@ class Controller:
         # Not `queue or ...`: an empty queue is falsy, and a queue passed in is shared.
         self.queue: RateLimitingQueue[Key] = queue if queue is not None else RateLimitingQueue()
         self.sync_period = sync_period
+        self.coalesce = coalesce
         self.synced = asyncio.Event()
         self._owned: list[Informer] = list(caches)
         self.informer = self._informer(resource)
@@ -132,7 +137,9 @@ class Controller:
         self, mapper: Mapper
     ) -> Callable[[str, dict[str, Any], dict[str, Any] | None], None]:
         def handle(_: str, obj: dict[str, Any], __: dict[str, Any] | None) -> None:
-            self._enqueue(mapper(obj))
+            for key in mapper(obj):
+                # A key already held keeps its earlier time: one reconcile per period.
+                self.queue.add_after(key, self.coalesce)
 
         return handle
 

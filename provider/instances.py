@@ -22,6 +22,7 @@ from provider.cache import CachedClient
 from provider.events import EventRecorder
 from provider.kube import Cluster
 from provider.managed.external import ManagedObject
+from provider.managed.reconciler import ConflictError
 from provider.model import (
     CLUSTER_PROVIDER_CONFIG_USAGES,
     CONNECTION_SECRET_LABEL,
@@ -94,24 +95,31 @@ class InstanceAPI:
         name = spec.write_connection_secret_to_ref.name
         data = {key: base64.b64encode(value).decode() for key, value in sorted(details.items())}
         owner = owner_reference(managed)
-        secret = await self.client.get(kube.SECRETS, namespace, name)
+        secret = self.client.get_cached(kube.SECRETS, namespace, name)
         if secret is None:
-            await self.client.create(
-                kube.SECRETS,
-                {
-                    "apiVersion": "v1",
-                    "kind": "Secret",
-                    "metadata": {
-                        "name": name,
-                        "namespace": namespace,
-                        "labels": {CONNECTION_SECRET_LABEL: "true"},
-                        "ownerReferences": [owner],
+            # Most often there is none yet: create it rather than read first, and
+            # read only when one exists after all (unlabelled, so not cached).
+            with contextlib.suppress(kube.AlreadyExistsError):
+                await self.client.create(
+                    kube.SECRETS,
+                    {
+                        "apiVersion": "v1",
+                        "kind": "Secret",
+                        "metadata": {
+                            "name": name,
+                            "namespace": namespace,
+                            "labels": {CONNECTION_SECRET_LABEL: "true"},
+                            "ownerReferences": [owner],
+                        },
+                        "type": CONNECTION_SECRET_TYPE,
+                        "data": data,
                     },
-                    "type": CONNECTION_SECRET_TYPE,
-                    "data": data,
-                },
-            )
-            return
+                )
+                return
+            secret = await self.client.get(kube.SECRETS, namespace, name)
+            if secret is None:
+                msg = f"secret {name} was deleted while it was being written"
+                raise ConflictError(msg)
         references = secret["metadata"].get("ownerReferences") or []
         controller = next((ref for ref in references if ref.get("controller")), None)
         if controller is None and secret.get("type") != CONNECTION_SECRET_TYPE:

@@ -184,6 +184,10 @@ class _Run:
         )
         # The Ready condition Observe reported, written with the Synced outcome.
         self.ready: list[Condition] = []
+        # Metadata changed here but not written yet: a deterministic external
+        # name and the finalizer wait for the next write (the create-pending one
+        # when a create follows), so a new resource costs one write, not three.
+        self.unsaved = False
 
     async def run_reporting(self) -> Result:
         """Run; a failed write of the resource itself is reported in its status."""
@@ -239,8 +243,11 @@ class _Run:
         published = await self._publish(observation.connection_details)
         if published is not None:
             return published
-        await self._add_finalizer()
-        if not observation.exists and self.policies.should_create:
+        creating = not observation.exists and self.policies.should_create
+        # A create writes the pending annotation before it calls the backend,
+        # and the finalizer with it: the external resource never exists unguarded.
+        await self._add_finalizer(write=not creating)
+        if creating:
             return await self._create(external)
         return await self._converge(external, observation)
 
@@ -325,12 +332,20 @@ class _Run:
         if name is None:
             return
         metadata.setdefault("annotations", {})[meta.EXTERNAL_NAME] = name
+        if self.r.deterministic_external_name:
+            # Every run computes the same name, so it need not be written before
+            # Observe; it is written with the finalizer, before any create.
+            self.unsaved = True
+            return
         await self._write_metadata()
 
-    async def _add_finalizer(self) -> None:
+    async def _add_finalizer(self, *, write: bool = True) -> None:
+        """Add the finalizer; written now unless ``write`` is False (a later write carries it)."""
         finalizers = self.managed["metadata"].setdefault("finalizers", [])
         if meta.FINALIZER not in finalizers:
             finalizers.append(meta.FINALIZER)
+            self.unsaved = True
+        if self.unsaved and write:
             await self._write_metadata()
 
     async def _remove_finalizer(self) -> None:
@@ -342,6 +357,7 @@ class _Run:
     async def _write_metadata(self) -> None:
         """Write metadata and spec, keeping the status this run is building."""
         status = self.managed.get("status")
+        self.unsaved = False
         try:
             self.managed = await self.api.update(self.managed)
         except ConflictError:

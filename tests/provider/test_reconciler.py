@@ -719,6 +719,75 @@ def test_the_create_pending_annotation_is_written_before_create_and_success_afte
     assert success_writes[0] > create
 
 
+@dataclass
+class FirstWritesCase:
+    reason: str
+    deterministic_external_name: bool
+    observation: Observation
+    # What each metadata write of a new resource's first reconcile holds, in order.
+    writes: list[set[str]]
+    # The backend call the first write must come before.
+    first_before: str
+
+
+NAME_ONLY = {EXTERNAL_NAME}
+NAME_AND_FINALIZER = {EXTERNAL_NAME, FINALIZER}
+READY_TO_CREATE = {EXTERNAL_NAME, FINALIZER, PENDING}
+CREATED = {EXTERNAL_NAME, FINALIZER, PENDING, SUCCEEDED}
+
+FIRST_WRITES_CASES = [
+    FirstWritesCase(
+        "a deterministic name and the finalizer go with the pending annotation, before the create",
+        deterministic_external_name=True,
+        observation=MISSING,
+        writes=[READY_TO_CREATE, CREATED],
+        first_before="external.create",
+    ),
+    FirstWritesCase(
+        "a deterministic name goes with the finalizer in one write when nothing is created",
+        deterministic_external_name=True,
+        observation=UP_TO_DATE,
+        writes=[NAME_AND_FINALIZER],
+        first_before="api.update_status",
+    ),
+    FirstWritesCase(
+        "an unpredictable name is written before Observe, as crossplane-runtime does",
+        deterministic_external_name=False,
+        observation=MISSING,
+        writes=[NAME_ONLY, READY_TO_CREATE, CREATED],
+        first_before="external.observe",
+    ),
+]
+
+
+@pytest.mark.parametrize("case", FIRST_WRITES_CASES, ids=lambda case: case.reason)
+def test_a_new_resource_is_written_as_few_times_as_its_guarantees_allow(
+    case: FirstWritesCase,
+) -> None:
+    w = world(
+        managed(external_name=None, finalizers=()),
+        observation=case.observation,
+        deterministic_external_name=case.deterministic_external_name,
+    )
+
+    w.run()
+
+    calls = w.recorder.calls
+    names = w.recorder.names()
+    writes = [(index, obj) for index, (name, obj) in enumerate(calls) if name == "api.update"]
+    held = [
+        {
+            key
+            for key in (EXTERNAL_NAME, PENDING, SUCCEEDED)
+            if key in obj["metadata"]["annotations"]
+        }
+        | ({FINALIZER} & set(obj["metadata"].get("finalizers") or []))
+        for _, obj in writes
+    ]
+    assert held == case.writes, f"calls: {names}"
+    assert writes[0][0] < names.index(case.first_before), f"calls: {names}"
+
+
 def test_the_connection_details_of_a_create_are_published() -> None:
     w = world(managed(), observation=MISSING)
 

@@ -5,15 +5,19 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
 import pytest
 
+from provider.cache import Informer
+from provider.configs import config_of_usage
 from provider.controller import Controller
+from provider.instances import PROVIDER_CONFIG_LABEL
 from provider.managed.reconciler import Result
-from provider.model import INSTANCES
-from provider.runtime.queue import RateLimitingQueue
+from provider.model import CLUSTER_PROVIDER_CONFIG_USAGES, CLUSTER_PROVIDER_CONFIGS, INSTANCES
+from provider.runtime.queue import FakeClock, RateLimitingQueue
 from sandbox.spaces import ProviderProcess, condition, wait_for
 from tests.provider.conftest import Env
 from tests.provider.test_instance import (
@@ -59,6 +63,70 @@ def test_a_controller_wakes_from_the_queue_it_was_given_even_while_that_is_empty
     assert len(controller.queue) == 1
 
 
+@dataclass
+class CoalesceCase:
+    reason: str
+    coalesce: float
+    usages: int
+    # Keys ready at once, and after the coalescing period has passed.
+    ready_at_once: int
+    ready_after: int
+
+
+COALESCE_CASES = [
+    CoalesceCase(
+        "a burst of usages of one config is one reconcile after the period, not one each",
+        coalesce=1.0,
+        usages=100,
+        ready_at_once=0,
+        ready_after=1,
+    ),
+    CoalesceCase(
+        "without a period a usage queues its config at once",
+        coalesce=0.0,
+        usages=1,
+        ready_at_once=1,
+        ready_after=1,
+    ),
+]
+
+
+@pytest.mark.parametrize("case", COALESCE_CASES, ids=lambda case: case.reason)
+def test_a_controller_coalesces_the_keys_its_watched_kinds_map_to(case: CoalesceCase) -> None:
+    clock = FakeClock()
+    queue: RateLimitingQueue[tuple[str, str]] = RateLimitingQueue(clock=clock)
+    unused: Any = None  # nothing is read before run()
+    usages = Informer(unused, CLUSTER_PROVIDER_CONFIG_USAGES)
+    Controller(
+        "clusterproviderconfig",
+        unused,
+        CLUSTER_PROVIDER_CONFIGS,
+        _never,
+        queue=queue,
+        also_watch=((usages, config_of_usage),),
+        coalesce=case.coalesce,
+    )
+
+    for number in range(case.usages):
+        # As the usages' watch hands them over.
+        usages._apply("ADDED", _usage(f"u{number}", "default"))
+    at_once = len(queue)
+    clock.advance(case.coalesce)
+
+    assert at_once == case.ready_at_once
+    assert len(queue) == case.ready_after
+
+
+def _usage(name: str, config: str) -> dict[str, Any]:
+    return {
+        "metadata": {
+            "name": name,
+            "resourceVersion": "1",
+            "labels": {PROVIDER_CONFIG_LABEL: config},
+        }
+    }
+
+
 async def _never(namespace: str, name: str) -> Result:
     raise AssertionError(namespace, name)
 
@@ -81,6 +149,28 @@ def test_a_steady_poll_of_unchanged_instances_sends_no_request(env: Env) -> None
     after = env.provider.metrics()
 
     assert requests_but_watches(after) == requests_but_watches(before)
+
+
+def test_a_new_instance_creates_its_connection_secret_without_reading_it_first(
+    env: Env,
+) -> None:
+    namespace = fresh(env, "secret")
+    before = env.provider.metrics()
+
+    env.local.create("instances", instance(namespace))
+    wait_for("Ready", lambda: ready(env, namespace))
+    wait_for("the connection secret", lambda: env.local.secret(namespace, "myctp-kubeconfig"))
+    after = env.provider.metrics()
+
+    def secrets(metrics: str, verb: str) -> float:
+        return total(
+            metrics, "controlplane_provider_api_requests_total", verb=verb, resource="secrets"
+        )
+
+    # The cache of labelled secrets cannot say that an unlabelled one is absent:
+    # the secret is created, and read only if one exists after all.
+    assert secrets(after, "post") > secrets(before, "post")
+    assert secrets(after, "get") == secrets(before, "get")
 
 
 @pytest.fixture
