@@ -30,6 +30,10 @@ class Condition:
 
 def dig(obj: Mapping[str, Any], *path: str) -> Any:
     """Return the value at ``path`` in nested mappings, or None where any step is missing."""
+    # A view of a protobuf Struct walks its own fields, without a view per step.
+    walk = getattr(obj, "dig", None)
+    if walk is not None:
+        return walk(*path)
     value: Any = obj
     for key in path:
         get = getattr(value, "get", None)
@@ -41,19 +45,35 @@ def dig(obj: Mapping[str, Any], *path: str) -> Any:
 
 def condition(obj: Mapping[str, Any], type_: str) -> Condition:
     """Return the object's condition of ``type_``; Unknown when it has none."""
-    conditions = dig(obj, "status", "conditions")
-    if not isinstance(conditions, list):
+    found = item_where(obj, ("status", "conditions"), "type", type_)
+    if found is None:
         return Condition(type=type_)
-    for item in conditions:
+    get = found.get
+    return Condition(
+        type=type_,
+        status=str(get("status", "Unknown")),
+        reason=str(get("reason", "")),
+        message=str(get("message", "")),
+    )
+
+
+def item_where(
+    obj: Mapping[str, Any], path: tuple[str, ...], key: str, wanted: str
+) -> Mapping[str, Any] | None:
+    """The first mapping in the list at ``path`` whose ``key`` is ``wanted``, or None."""
+    # A view of a protobuf Struct finds it in its own fields, wrapping only the item found.
+    find = getattr(obj, "item_where", None)
+    if find is not None:
+        found: Mapping[str, Any] | None = find(path, key, wanted)
+        return found
+    items = dig(obj, *path)
+    if not isinstance(items, list):
+        return None
+    for item in items:
         get = getattr(item, "get", None)
-        if get is not None and get("type") == type_:
-            return Condition(
-                type=type_,
-                status=str(get("status", "Unknown")),
-                reason=str(get("reason", "")),
-                message=str(get("message", "")),
-            )
-    return Condition(type=type_)
+        if get is not None and get(key) == wanted:
+            return item  # type: ignore[no-any-return]
+    return None
 
 
 @dataclass(frozen=True)
