@@ -110,6 +110,8 @@ class _Composition:
     def __init__(self, target: Target, observed: Mapping[str, Resource]) -> None:
         self.target = target
         self.observed = observed
+        # Every step asks whether some resource is ready, most of them more than once.
+        self.readiness = {name: seen.ready.true for name, seen in observed.items()}
         self.spec = target.spec
         self.desired: dict[str, dict[str, Any]] = {}
         self.warnings: list[str] = []
@@ -134,8 +136,7 @@ class _Composition:
         )
 
     def _ready(self, name: str) -> bool:
-        seen = self.observed.get(name)
-        return seen is not None and seen.ready.true
+        return self.readiness.get(name, False)
 
     def _instance(self) -> None:
         names = self.target.names

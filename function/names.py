@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import re
 from dataclasses import dataclass
+from functools import cached_property
 
 KUBERNETES_NAME_MAX = 63
 S3_BUCKET_MAX = 63
@@ -40,7 +41,11 @@ def bucket_name(prefix: str, namespace: str, composite: str) -> str:
 
 @dataclass(frozen=True)
 class Names:
-    """Every name one composite's objects get."""
+    """Every name one composite's objects get.
+
+    Each name is worked out once: the objects of one composite refer to each
+    other by name many times over.
+    """
 
     namespace: str
     composite: str
@@ -48,37 +53,37 @@ class Names:
     def _child(self, suffix: str = "") -> str:
         return shortened(f"{self.composite}{suffix}", KUBERNETES_NAME_MAX)
 
-    @property
+    @cached_property
     def instance(self) -> str:
         """The Instance, and the Flux objects and BackupSchedule beside it."""
         return self._child()
 
-    @property
+    @cached_property
     def kubeconfig_secret(self) -> str:
         """The Instance's connection secret."""
         return self._child("-kubeconfig")
 
-    @property
+    @cached_property
     def bucket_object(self) -> str:
         """The Bucket and its configuration objects."""
         return self._child("-backups")
 
-    @property
+    @cached_property
     def iam_object(self) -> str:
         """The Role, Policy and RolePolicyAttachment objects."""
         return self._child("-backup")
 
-    @property
+    @cached_property
     def iam_role(self) -> str:
         """The IAM role's name in AWS: unique across the account's namespaces."""
         return shortened(f"{self.namespace}-{self.composite}-backup", IAM_ROLE_MAX)
 
-    @property
+    @cached_property
     def iam_policy(self) -> str:
         """The IAM policy's name in AWS."""
         return shortened(f"{self.namespace}-{self.composite}-backup", IAM_POLICY_MAX)
 
-    @property
+    @cached_property
     def backup_prefix(self) -> str:
         """The key prefix of this composite's backups: ``<namespace>/<name>/``."""
         return f"{self.namespace}/{self.composite}/"
