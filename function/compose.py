@@ -97,11 +97,11 @@ def _target(composite: Mapping[str, Any], spec: ControlPlaneSpec, settings: Inpu
         raise InvalidError(msg)
     namespace = dig(composite, "metadata", "namespace")
     if namespace:
-        return Target(spec, settings, Names(namespace, name), legacy=False)
+        return Target(spec, settings, Names.of(namespace, name), legacy=False)
     # A legacy composite is cluster scoped: its objects go to its claim's namespace.
     labels = dig(composite, "metadata", "labels") or {}
     namespace = labels.get(CLAIM_NAMESPACE_LABEL) or settings.legacy.namespace
-    return Target(spec, settings, Names(namespace, name), legacy=True)
+    return Target(spec, settings, Names.of(namespace, name), legacy=True)
 
 
 class _Composition:
