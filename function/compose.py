@@ -150,8 +150,9 @@ class _Composition:
                 "key": instance.KUBECONFIG_KEY,
             },
         }
-        if seen is not None and seen.get("status", "atProvider", "id"):
-            status["id"] = seen.get("status", "atProvider", "id")
+        instance_id = seen.get("status", "atProvider", "id") if seen is not None else None
+        if instance_id:
+            status["id"] = instance_id
         self.status["instance"] = status
         if ready:
             self.conditions.append(Condition(INSTANCE_READY, "True", "Available"))
