@@ -112,7 +112,7 @@ def _lazy(value: struct_pb2.Value) -> Any:
 
 def to_dict(struct: struct_pb2.Struct) -> dict[str, Any]:
     """A Struct as plain dicts, lists and scalars (whole, not lazily)."""
-    return {key: to_python(value) for key, value in struct.fields.items()}
+    return _plain_fields(struct.fields)
 
 
 def to_python(value: struct_pb2.Value) -> Any:
@@ -121,7 +121,7 @@ def to_python(value: struct_pb2.Value) -> Any:
     if kind == "string_value":
         return value.string_value
     if kind == "struct_value":
-        return {key: to_python(item) for key, item in value.struct_value.fields.items()}
+        return _plain_fields(value.struct_value.fields)
     if kind == "list_value":
         return [to_python(item) for item in value.list_value.values]
     if kind == "bool_value":
@@ -129,6 +129,12 @@ def to_python(value: struct_pb2.Value) -> Any:
     if kind == "number_value":
         return value.number_value
     return None
+
+
+def _plain_fields(fields: Any) -> dict[str, Any]:
+    # Keys, then each value by key: a protobuf map's items() is the Mapping
+    # mixin's, a Python generator that costs more than the lookups.
+    return {key: to_python(fields[key]) for key in fields}
 
 
 def fill(struct: struct_pb2.Struct, data: Mapping[str, Any]) -> None:
