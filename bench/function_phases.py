@@ -47,7 +47,7 @@ def main() -> None:
     for blob in blobs:
         req = timed("parse the request", fnv1.RunFunctionRequest.FromString, blob)
         rsp = timed("response.to (SDK)", response.to, req)
-        seen = timed("observed(): views of the request", fn.observed, req)
+        seen = timed("observed(): views, Ready conditions", fn.observed, req)
         settings = timed("the input (parsed once)", fn._input, req)
         outcome = timed("compose()", compose, seen, settings)
         timed("  of which parse_spec()", model.parse_spec, seen.composite["spec"])

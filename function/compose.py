@@ -97,11 +97,11 @@ def _target(composite: Mapping[str, Any], spec: ControlPlaneSpec, settings: Inpu
         raise InvalidError(msg)
     namespace = dig(composite, "metadata", "namespace")
     if namespace:
-        return Target(spec, settings, Names(namespace, name), legacy=False)
+        return Target(spec, settings, Names.of(namespace, name), legacy=False)
     # A legacy composite is cluster scoped: its objects go to its claim's namespace.
     labels = dig(composite, "metadata", "labels") or {}
     namespace = labels.get(CLAIM_NAMESPACE_LABEL) or settings.legacy.namespace
-    return Target(spec, settings, Names(namespace, name), legacy=True)
+    return Target(spec, settings, Names.of(namespace, name), legacy=True)
 
 
 class _Composition:
@@ -110,6 +110,8 @@ class _Composition:
     def __init__(self, target: Target, observed: Mapping[str, Resource]) -> None:
         self.target = target
         self.observed = observed
+        # Every step asks whether some resource is ready, most of them more than once.
+        self.readiness = {name: seen.ready.true for name, seen in observed.items()}
         self.spec = target.spec
         self.desired: dict[str, dict[str, Any]] = {}
         self.warnings: list[str] = []
@@ -134,8 +136,7 @@ class _Composition:
         )
 
     def _ready(self, name: str) -> bool:
-        seen = self.observed.get(name)
-        return seen is not None and seen.ready.true
+        return self.readiness.get(name, False)
 
     def _instance(self) -> None:
         names = self.target.names
@@ -149,8 +150,9 @@ class _Composition:
                 "key": instance.KUBECONFIG_KEY,
             },
         }
-        if seen is not None and seen.get("status", "atProvider", "id"):
-            status["id"] = seen.get("status", "atProvider", "id")
+        instance_id = seen.get("status", "atProvider", "id") if seen is not None else None
+        if instance_id:
+            status["id"] = instance_id
         self.status["instance"] = status
         if ready:
             self.conditions.append(Condition(INSTANCE_READY, "True", "Available"))

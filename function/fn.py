@@ -71,16 +71,18 @@ def run(req: fnv1.RunFunctionRequest) -> fnv1.RunFunctionResponse:
 
 def observed(req: fnv1.RunFunctionRequest) -> Observed:
     """The request's observed composite and composed resources."""
-    return Observed(
-        composite=structs.to_dict(req.observed.composite.resource),
-        resources={
-            name: Resource(
-                body=structs.StructView(seen.resource),
-                connection_details=dict(seen.connection_details),
-            )
-            for name, seen in req.observed.resources.items()
-        },
-    )
+    # The composed resources are read lazily, and their connection details
+    # stay protobuf maps: compose reads a few fields of each, and copying a
+    # map into a dict costs more than the view of the whole resource. The map
+    # is walked by key: its items() is a Python generator (the Mapping mixin's).
+    seen = req.observed.resources
+    resources = {}
+    for name in seen:
+        one = seen[name]
+        resources[name] = Resource(
+            body=structs.StructView(one.resource), connection_details=one.connection_details
+        )
+    return Observed(composite=structs.to_dict(req.observed.composite.resource), resources=resources)
 
 
 def _input(req: fnv1.RunFunctionRequest) -> Input | None:

@@ -104,7 +104,16 @@ class GitRef(_Strict):
 
     @model_validator(mode="after")
     def _exactly_one(self) -> Self:
-        chosen = [name for name, value in self.model_dump().items() if value]
+        chosen = [
+            name
+            for name, value in (
+                ("branch", self.branch),
+                ("tag", self.tag),
+                ("semver", self.semver),
+                ("commit", self.commit),
+            )
+            if value
+        ]
         if len(chosen) != 1:
             got = ", ".join(chosen) if chosen else "none"
             msg = f"exactly one of branch, tag, semver, commit must be set (got {got})"

@@ -40,49 +40,49 @@ def bucket_name(prefix: str, namespace: str, composite: str) -> str:
 
 @dataclass(frozen=True)
 class Names:
-    """Every name one composite's objects get."""
+    """Every name one composite's objects get; ``Names.of`` works them out."""
 
     namespace: str
     composite: str
+    # The Instance, and the Flux objects and BackupSchedule beside it.
+    instance: str
+    # The Instance's connection secret.
+    kubeconfig_secret: str
+    # The Bucket and its configuration objects.
+    bucket_object: str
+    # The Role, Policy and RolePolicyAttachment objects.
+    iam_object: str
+    # The IAM role's name in AWS: unique across the account's namespaces.
+    iam_role: str
+    # The IAM policy's name in AWS.
+    iam_policy: str
+    # The key prefix of this composite's backups: ``<namespace>/<name>/``.
+    backup_prefix: str
 
-    def _child(self, suffix: str = "") -> str:
-        return shortened(f"{self.composite}{suffix}", KUBERNETES_NAME_MAX)
+    @classmethod
+    def of(cls, namespace: str, composite: str) -> Names:
+        """The names of the objects of composite ``composite`` in ``namespace``.
 
-    @property
-    def instance(self) -> str:
-        """The Instance, and the Flux objects and BackupSchedule beside it."""
-        return self._child()
-
-    @property
-    def kubeconfig_secret(self) -> str:
-        """The Instance's connection secret."""
-        return self._child("-kubeconfig")
-
-    @property
-    def bucket_object(self) -> str:
-        """The Bucket and its configuration objects."""
-        return self._child("-backups")
-
-    @property
-    def iam_object(self) -> str:
-        """The Role, Policy and RolePolicyAttachment objects."""
-        return self._child("-backup")
-
-    @property
-    def iam_role(self) -> str:
-        """The IAM role's name in AWS: unique across the account's namespaces."""
-        return shortened(f"{self.namespace}-{self.composite}-backup", IAM_ROLE_MAX)
-
-    @property
-    def iam_policy(self) -> str:
-        """The IAM policy's name in AWS."""
-        return shortened(f"{self.namespace}-{self.composite}-backup", IAM_POLICY_MAX)
-
-    @property
-    def backup_prefix(self) -> str:
-        """The key prefix of this composite's backups: ``<namespace>/<name>/``."""
-        return f"{self.namespace}/{self.composite}/"
+        Each is worked out once, here: the objects of one composite refer to
+        each other by name many times over.
+        """
+        in_aws = f"{namespace}-{composite}-backup"
+        return cls(
+            namespace=namespace,
+            composite=composite,
+            instance=_child(composite),
+            kubeconfig_secret=_child(composite, "-kubeconfig"),
+            bucket_object=_child(composite, "-backups"),
+            iam_object=_child(composite, "-backup"),
+            iam_role=shortened(in_aws, IAM_ROLE_MAX),
+            iam_policy=shortened(in_aws, IAM_POLICY_MAX),
+            backup_prefix=f"{namespace}/{composite}/",
+        )
 
     def usage(self, of: str, by: str) -> str:
         """The Usage that keeps ``of`` until ``by`` is gone."""
-        return self._child(f"-{of}-used-by-{by}")
+        return _child(self.composite, f"-{of}-used-by-{by}")
+
+
+def _child(composite: str, suffix: str = "") -> str:
+    return shortened(f"{composite}{suffix}", KUBERNETES_NAME_MAX)

@@ -6,6 +6,7 @@ pydantic error names the field path and the rule together.
 
 from __future__ import annotations
 
+import functools
 import re
 from datetime import timedelta
 from urllib.parse import urlsplit
@@ -47,13 +48,20 @@ def parse_duration(text: str, units: tuple[str, ...] = DURATION_UNITS) -> timede
     Raises:
         ValueError: the text is not such a duration.
     """
-    unit = "|".join(sorted(units, key=len, reverse=True))
-    if not re.fullmatch(rf"(?:\d+(?:\.\d+)?(?:{unit}))+", text):
+    whole, part = _duration_patterns(units)
+    if not whole.fullmatch(text):
         example = "30s, 5m or 168h" if "h" in units else "30s, 90s or 5m"
         msg = f"must be a duration in {', '.join(units)} such as {example} (got {text!r})"
         raise ValueError(msg)
-    parts = re.findall(rf"(\d+(?:\.\d+)?)({unit})", text)
+    parts = part.findall(text)
     return timedelta(seconds=sum(float(number) * _UNIT_SECONDS[u] for number, u in parts))
+
+
+# Durations are parsed on every composition; their patterns are built once per set of units.
+@functools.cache
+def _duration_patterns(units: tuple[str, ...]) -> tuple[re.Pattern[str], re.Pattern[str]]:
+    unit = "|".join(sorted(units, key=len, reverse=True))
+    return re.compile(rf"(?:\d+(?:\.\d+)?(?:{unit}))+"), re.compile(rf"(\d+(?:\.\d+)?)({unit})")
 
 
 def duration_at_least(

@@ -39,6 +39,53 @@ class StructView(Mapping[str, Any]):
         value = self._fields.get(key)
         return default if value is None else _lazy(value)
 
+    def dig(self, *path: str) -> Any:
+        """The value at ``path``, or None where a step is missing or not an object.
+
+        One walk over the protobuf fields that wraps only the value it ends on,
+        instead of a view per step: reads of observed objects run this for
+        every composed resource of every request.
+        """
+        if not path:
+            return self
+        value = self._value_at(path)
+        return None if value is None else _lazy(value)
+
+    def item_where(self, path: tuple[str, ...], key: str, wanted: str) -> StructView | None:
+        """The first object of the list at ``path`` whose ``key`` is the string ``wanted``.
+
+        Skips what is not an object; None when there is no list or no such item.
+        Only the item found is wrapped: this finds the Ready condition of every
+        observed resource of every request.
+        """
+        value = self._value_at(path)
+        if value is None or value.WhichOneof("kind") != "list_value":
+            return None
+        for item in value.list_value.values:
+            if item.WhichOneof("kind") != "struct_value":
+                continue
+            found = item.struct_value.fields.get(key)
+            if (
+                found is not None
+                and found.string_value == wanted
+                and found.WhichOneof("kind") == "string_value"
+            ):
+                return StructView(item.struct_value)
+        return None
+
+    def _value_at(self, path: tuple[str, ...]) -> struct_pb2.Value | None:
+        fields = self._fields
+        value = None
+        for key in path:
+            if fields is None:
+                return None
+            value = fields.get(key)
+            if value is None:
+                return None
+            is_object = value.WhichOneof("kind") == "struct_value"
+            fields = value.struct_value.fields if is_object else None
+        return value
+
     def __iter__(self) -> Iterator[str]:
         """The keys."""
         return iter(self._fields)
@@ -65,7 +112,7 @@ def _lazy(value: struct_pb2.Value) -> Any:
 
 def to_dict(struct: struct_pb2.Struct) -> dict[str, Any]:
     """A Struct as plain dicts, lists and scalars (whole, not lazily)."""
-    return {key: to_python(value) for key, value in struct.fields.items()}
+    return _plain_fields(struct.fields)
 
 
 def to_python(value: struct_pb2.Value) -> Any:
@@ -74,7 +121,7 @@ def to_python(value: struct_pb2.Value) -> Any:
     if kind == "string_value":
         return value.string_value
     if kind == "struct_value":
-        return {key: to_python(item) for key, item in value.struct_value.fields.items()}
+        return _plain_fields(value.struct_value.fields)
     if kind == "list_value":
         return [to_python(item) for item in value.list_value.values]
     if kind == "bool_value":
@@ -82,6 +129,12 @@ def to_python(value: struct_pb2.Value) -> Any:
     if kind == "number_value":
         return value.number_value
     return None
+
+
+def _plain_fields(fields: Any) -> dict[str, Any]:
+    # Keys, then each value by key: a protobuf map's items() is the Mapping
+    # mixin's, a Python generator that costs more than the lookups.
+    return {key: to_python(fields[key]) for key in fields}
 
 
 def fill(struct: struct_pb2.Struct, data: Mapping[str, Any]) -> None:
