@@ -1,8 +1,9 @@
 """The one module that talks to Kubernetes API servers: the local cluster and each Space.
 
-It uses the official client's asyncio ApiClient (authentication, TLS and
-kubeconfig handling) and speaks plain REST by path, so one small surface
-serves every kind: custom resources, Secrets, Events and Leases. Errors come
+It uses the official client's asyncio ApiClient for authentication, TLS,
+kubeconfig handling and its connection pool, and speaks plain REST by path
+on that pool, so one small surface serves every kind: custom resources,
+Secrets, Events and Leases. Errors come
 out as ``KubeError`` and its subclasses, with messages made from the API's
 Status (never from a response body that could hold a secret).
 """
@@ -22,7 +23,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
 import aiohttp
 from kubernetes.aio.client import ApiClient, Configuration
@@ -218,60 +219,73 @@ class Cluster:
         """
         if self._on_request is not None:
             self._on_request(method, label or "other")
-        response = await self._call(
-            method, path, query=query or {}, body=body, timeout=timeout, content_type=content_type
-        )
-        data = await response.read()
+        encoded = None if body is None else json.dumps(body, separators=(",", ":")).encode()
+        async with self._unreachable_as_error():
+            response = await self._send(
+                method, path, query=query, body=encoded, timeout=timeout, content_type=content_type
+            )
+            async with response:
+                data = await response.read()
         if response.status >= 300:
             raise _error(method, path, response.status, data)
         decoded: JsonObject = json.loads(data) if data else {}
         return decoded
 
-    async def _call(
+    async def _send(
         self,
         method: str,
         path: str,
         *,
-        query: Mapping[str, str],
-        body: Mapping[str, Any] | None,
+        query: Mapping[str, str] | None,
+        body: bytes | None,
         timeout: float,
         content_type: str,
-        stream: bool = False,
-    ) -> Any:
-        headers = {"Accept": "application/json", "Content-Type": content_type}
+    ) -> aiohttp.ClientResponse:
+        """Send one request on the official client's own connection pool, and its credentials.
+
+        The client's ``param_serialize`` and ``call_api`` walk and copy every body and
+        header per request, which cost a restore more CPU than its TLS and its
+        HTTP together (about 0.5 ms a request, a third of a restore's). Here the
+        body is encoded once by the caller; TLS, proxy and the (refreshed) token are
+        still the client's.
+        """
+        rest = self._client.rest_client
+        if rest.pool_manager is None:
+            # The client's documented hook: the same session it would make itself.
+            rest.pool_manager = rest._create_pool_manager()
+        headers = {
+            **self._client.default_headers,
+            "Accept": "application/json",
+            "Content-Type": content_type,
+        }
+        for setting in (await self._client.configuration.auth_settings()).values():
+            headers[setting["key"]] = setting["value"]
+        url = self.server + path
+        if query:
+            url += "?" + urlencode(query)
+        options: dict[str, Any] = {}
+        if rest.proxy:
+            options.update(proxy=rest.proxy, proxy_headers=rest.proxy_headers)
+        if self._client.configuration.tls_server_name:
+            options["server_hostname"] = self._client.configuration.tls_server_name
+        response: aiohttp.ClientResponse = await rest.pool_manager.request(
+            method,
+            url,
+            data=body,
+            headers=headers,
+            timeout=aiohttp.ClientTimeout(total=timeout),
+            **options,
+        )
+        return response
+
+    @contextlib.asynccontextmanager
+    async def _unreachable_as_error(self) -> AsyncIterator[None]:
+        """Transport failures, while connecting or reading, as UnreachableError."""
         try:
-            (
-                call_method,
-                call_url,
-                call_headers,
-                call_body,
-                post,
-            ) = await self._client.param_serialize(
-                method=method,
-                resource_path=path,
-                query_params=list(query.items()),
-                header_params=headers,
-                body=dict(body) if body is not None else None,
-                auth_settings=["BearerToken"],
-            )
-            return await self._client.call_api(
-                call_method,
-                call_url,
-                header_params=call_headers,
-                body=call_body,
-                post_params=post,
-                _request_timeout=None if stream else timeout,
-                _preload_content=not stream,
-            )
+            yield
         except (aiohttp.ClientError, TimeoutError, ssl.SSLError, OSError) as error:
             msg = f"cannot reach {self.server}: {type(error).__name__}"
             raise UnreachableError(msg) from None
-        except Exception as error:
-            # The client wraps transport failures in its own ApiException.
-            if type(error).__name__ == "ApiException" and getattr(error, "status", None) == 0:
-                msg = f"cannot reach {self.server}: {getattr(error, 'reason', '')}"
-                raise UnreachableError(msg) from None
-            raise
 
     # Verbs.
 
@@ -454,21 +468,21 @@ class Cluster:
             query["fieldSelector"] = field_selector
         if self._on_request is not None:
             self._on_request("WATCH", resource.plural)
-        response = await self._call(
-            "GET",
-            resource.path(namespace),
-            query=query,
-            body=None,
-            timeout=timeout_seconds + REQUEST_TIMEOUT_SECONDS,
-            content_type="application/json",
-            stream=True,
-        )
+        async with self._unreachable_as_error():
+            response = await self._send(
+                "GET",
+                resource.path(namespace),
+                query=query,
+                body=None,
+                timeout=timeout_seconds + REQUEST_TIMEOUT_SECONDS,
+                content_type="application/json",
+            )
         try:
             if response.status >= 300:
                 raise _error(
                     "WATCH", resource.path(namespace), response.status, await response.read()
                 )
-            async for line in response.response.content:
+            async for line in response.content:
                 if not line.strip():
                     continue
                 try:
@@ -487,7 +501,7 @@ class Cluster:
             msg = f"watch of {resource.plural} on {self.server} ended: {type(error).__name__}"
             raise UnreachableError(msg) from None
         finally:
-            response.response.release()
+            response.release()
 
     async def lead(
         self,
