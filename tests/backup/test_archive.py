@@ -1153,6 +1153,19 @@ def test_objects_refuses_an_archive_missing_a_file_verify_saw() -> None:
         objects_of(shrunk, manifest)
 
 
+def test_objects_refuses_the_verified_files_in_another_order() -> None:
+    # Files are matched with the order verify read them in, not looked up in a set.
+    first, second = live(CONFIGMAPS, "first", "team-a"), live(CONFIGMAPS, "second", "team-a")
+    verified = write([(CONFIGMAPS, first), (CONFIGMAPS, second)])
+    swapped = write([(CONFIGMAPS, second), (CONFIGMAPS, first)])
+    manifest = verify(io.BytesIO(verified))
+
+    with pytest.raises(
+        ArchiveError, match=re.escape("second.yaml was not in the archive as verified")
+    ):
+        objects_of(swapped, manifest)
+
+
 class Discard:
     """A sink that drops every byte, as if it went on to S3."""
 
