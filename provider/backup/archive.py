@@ -756,8 +756,10 @@ def _read_export(data: bytes, limits: Limits) -> _Export:
     except ValueError:
         raise ArchiveError(f"{EXPORT_FILE}: exportedAt is not an RFC 3339 time") from None
     _field(document, "options", dict, EXPORT_FILE)
-    files: dict[str, str] = {}
-    for path, digest in _field(document, "files", dict, EXPORT_FILE).items():
+    # Checked where it is rather than copied: a second map of every path and
+    # digest would be most of what verify holds at its peak.
+    files: dict[str, str] = _field(document, "files", dict, EXPORT_FILE)
+    for path, digest in files.items():
         try:
             listed = _place(path) if isinstance(path, str) else None
         except ArchiveError:
@@ -767,7 +769,6 @@ def _read_export(data: bytes, limits: Limits) -> _Export:
             raise ArchiveError(f"{EXPORT_FILE} lists a path that does not fit the archive layout")
         if not isinstance(digest, str) or not _SHA256_RE.fullmatch(digest):
             raise ArchiveError(f"{EXPORT_FILE}: the checksum of {path} is not a sha256")
-        files[path] = digest
     return _Export(
         instance=_field(document, "instance", str, EXPORT_FILE),
         exported_at=parsed,
