@@ -1,11 +1,11 @@
 """The one module that talks to Kubernetes API servers: the local cluster and each Space.
 
-It uses the official client's asyncio ApiClient for authentication, TLS,
-kubeconfig handling and its connection pool, and speaks plain REST by path
-on that pool, so one small surface serves every kind: custom resources,
-Secrets, Events and Leases. Errors come
-out as ``KubeError`` and its subclasses, with messages made from the API's
-Status (never from a response body that could hold a secret).
+It uses the official client's asyncio ApiClient for authentication, TLS and
+kubeconfig handling, and speaks plain REST by path on one keep-alive aiohttp
+session per cluster, so one small surface serves every kind: custom
+resources, Secrets, Events and Leases. Errors come out as ``KubeError`` and
+its subclasses, with messages made from the API's Status (never from a
+response body that could hold a secret).
 """
 
 from __future__ import annotations
