@@ -6,8 +6,9 @@ taken with this tree's code; each restore then runs in a process of its own
 once with the baseline's code (``git archive`` of ``--baseline`` into a
 temporary folder, run from there with the same interpreter) and once with
 this tree's. Beside the wall time (which depends on whatever else runs on the
-machine), the CPU seconds of the restore process and of the target
-kube-apiserver: the work each side did.
+machine), the CPU milliseconds per object of the restore process, of the
+target kube-apiserver and of the etcd they share: the work each side did,
+which is what two cores can overlap at best.
 
     .venv/bin/python -m bench.restore_scale [--sizes 1000 10000] [--baseline COMMIT] [--repeat N]
 """
@@ -38,6 +39,20 @@ def cpu_seconds(pid: int) -> float:
     """User and system CPU time a running process has used so far."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def etcd_pid(data_dir: Path) -> int:
+    """The pid of the etcd serving ``data_dir`` (the sandbox keeps its process to itself)."""
+    wanted = f"--data-dir={data_dir}".encode()
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            if wanted in (proc / "cmdline").read_bytes().split(b"\0"):
+                return int(proc.name)
+        except OSError:
+            continue
+    raise LookupError(f"no etcd serves {data_dir}")
 
 
 def children_cpu_seconds() -> float:
@@ -87,6 +102,7 @@ def main() -> None:
         s3.create_bucket(BUCKET)
         env = {**os.environ, "ALLOWED_S3_ENDPOINTS": s3.endpoint}
         local, source, crd = clusters(factory)
+        etcd_process = etcd_pid(etcd.data_dir)
         seeded = 0
         for size in sorted(args.sizes):
             name, _ = backup_scale.backed_up(local, source, seeded, size, s3.endpoint, env)
@@ -102,7 +118,7 @@ def main() -> None:
                 target = kube.server
                 server = target.lifecycle.process if target.lifecycle else None
                 pid = server._popen.pid if server else 0
-                server_before = cpu_seconds(pid)
+                server_before, etcd_before = cpu_seconds(pid), cpu_seconds(etcd_process)
                 restored = job(
                     tree,
                     "restore",
@@ -113,20 +129,26 @@ def main() -> None:
                     env=env,
                 )
                 restored["server_cpu_seconds"] = cpu_seconds(pid) - server_before
+                restored["etcd_cpu_seconds"] = cpu_seconds(etcd_process) - etcd_before
                 target.stop()
                 rows.append((size, label, restored))
     monkeypatch.undo()
     print(
-        "| code | objects | seconds | obj/s | peak RSS MiB | restore CPU s "
-        "| target kube-apiserver CPU s |"
+        "| code | objects | seconds | obj/s | peak RSS MiB | restore CPU ms/obj "
+        "| kube-apiserver CPU ms/obj | etcd CPU ms/obj |"
     )
-    print("|---|---:|---:|---:|---:|---:|---:|")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
     for _, label, restored in rows:
-        rate = restored["objects"] / restored["seconds"]
+        objects = restored["objects"]
+        per_object = [
+            1000 * restored[column] / objects
+            for column in ("cpu_seconds", "server_cpu_seconds", "etcd_cpu_seconds")
+        ]
         print(
-            f"| {label} | {restored['objects']:,} | {restored['seconds']:.1f} | {rate:,.0f} | "
-            f"{restored['peak_rss_mib']:.1f} | {restored['cpu_seconds']:.1f} | "
-            f"{restored['server_cpu_seconds']:.1f} |"
+            f"| {label} | {objects:,} | {restored['seconds']:.1f} | "
+            f"{objects / restored['seconds']:,.0f} | {restored['peak_rss_mib']:.1f} | "
+            + " | ".join(f"{value:.2f}" for value in per_object)
+            + " |"
         )
 
 

@@ -1,10 +1,11 @@
 """The one module that talks to Kubernetes API servers: the local cluster and each Space.
 
-It uses the official client's asyncio ApiClient (authentication, TLS and
-kubeconfig handling) and speaks plain REST by path, so one small surface
-serves every kind: custom resources, Secrets, Events and Leases. Errors come
-out as ``KubeError`` and its subclasses, with messages made from the API's
-Status (never from a response body that could hold a secret).
+It uses the official client's asyncio ApiClient for authentication, TLS and
+kubeconfig handling, and speaks plain REST by path on one keep-alive aiohttp
+session per cluster, so one small surface serves every kind: custom
+resources, Secrets, Events and Leases. Errors come out as ``KubeError`` and
+its subclasses, with messages made from the API's Status (never from a
+response body that could hold a secret).
 """
 
 from __future__ import annotations
@@ -17,12 +18,13 @@ import os
 import ssl
 import tempfile
 import time
+import urllib.request
 from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlencode, urlsplit
 
 import aiohttp
 from kubernetes.aio.client import ApiClient, Configuration
@@ -121,6 +123,9 @@ class Cluster:
         api_client.user_agent = USER_AGENT
         self._client = api_client
         self._on_request = on_request
+        # Made on the first request: a session needs a running event loop.
+        self._session: aiohttp.ClientSession | None = None
+        self._proxy: dict[str, Any] = {}
 
     @classmethod
     async def from_kubeconfig(
@@ -197,6 +202,8 @@ class Cluster:
 
     async def close(self) -> None:
         """Close connections."""
+        if self._session is not None:
+            await self._session.close()
         await self._client.close()
 
     async def request(
@@ -218,60 +225,84 @@ class Cluster:
         """
         if self._on_request is not None:
             self._on_request(method, label or "other")
-        response = await self._call(
-            method, path, query=query or {}, body=body, timeout=timeout, content_type=content_type
-        )
-        data = await response.read()
+        encoded = None if body is None else json.dumps(body, separators=(",", ":")).encode()
+        async with self._unreachable_as_error():
+            response = await self._send(
+                method, path, query=query, body=encoded, timeout=timeout, content_type=content_type
+            )
+            async with response:
+                data = await response.read()
         if response.status >= 300:
             raise _error(method, path, response.status, data)
         decoded: JsonObject = json.loads(data) if data else {}
         return decoded
 
-    async def _call(
+    async def _send(
         self,
         method: str,
         path: str,
         *,
-        query: Mapping[str, str],
-        body: Mapping[str, Any] | None,
+        query: Mapping[str, str] | None,
+        body: bytes | None,
         timeout: float,
         content_type: str,
-        stream: bool = False,
-    ) -> Any:
-        headers = {"Accept": "application/json", "Content-Type": content_type}
+    ) -> aiohttp.ClientResponse:
+        """Send one request with the official client's TLS settings and (refreshed) token.
+
+        Not through its ``param_serialize`` and ``call_api``: they walk and copy
+        every body per request, and its session looks up netrc and proxies in a
+        worker thread per request (``trust_env``); together more CPU than TLS and
+        HTTP, about 0.5 ms a request, a third of a restore's. Here the caller
+        encodes the body once, and the proxy is looked up once.
+        """
+        headers = {
+            **self._client.default_headers,
+            "Accept": "application/json",
+            "Content-Type": content_type,
+        }
+        for setting in (await self._client.configuration.auth_settings()).values():
+            headers[setting["key"]] = setting["value"]
+        url = self.server + path
+        if query:
+            url += "?" + urlencode(query)
+        response: aiohttp.ClientResponse = await self._connection_pool().request(
+            method,
+            url,
+            data=body,
+            headers=headers,
+            timeout=aiohttp.ClientTimeout(total=timeout),
+            **self._proxy,
+        )
+        return response
+
+    def _connection_pool(self) -> aiohttp.ClientSession:
+        """One keep-alive session for the cluster's life, as the official client would make it.
+
+        Its TLS context (CA, client certificate), pool size, proxy and TLS server
+        name are the client's; a proxy from the environment (``HTTPS_PROXY``,
+        ``NO_PROXY``) is read here once instead of per request.
+        """
+        if self._session is None:
+            rest = self._client.rest_client
+            configuration = self._client.configuration
+            self._session = aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(limit=rest.maxsize, ssl=rest.ssl_context),
+                # Watch events can exceed aiohttp's default line buffer.
+                read_bufsize=2**21,
+            )
+            self._proxy = _proxy_options(self.server, rest.proxy, rest.proxy_headers)
+            if configuration.tls_server_name:
+                self._proxy["server_hostname"] = configuration.tls_server_name
+        return self._session
+
+    @contextlib.asynccontextmanager
+    async def _unreachable_as_error(self) -> AsyncIterator[None]:
+        """Transport failures, while connecting or reading, as UnreachableError."""
         try:
-            (
-                call_method,
-                call_url,
-                call_headers,
-                call_body,
-                post,
-            ) = await self._client.param_serialize(
-                method=method,
-                resource_path=path,
-                query_params=list(query.items()),
-                header_params=headers,
-                body=dict(body) if body is not None else None,
-                auth_settings=["BearerToken"],
-            )
-            return await self._client.call_api(
-                call_method,
-                call_url,
-                header_params=call_headers,
-                body=call_body,
-                post_params=post,
-                _request_timeout=None if stream else timeout,
-                _preload_content=not stream,
-            )
+            yield
         except (aiohttp.ClientError, TimeoutError, ssl.SSLError, OSError) as error:
             msg = f"cannot reach {self.server}: {type(error).__name__}"
             raise UnreachableError(msg) from None
-        except Exception as error:
-            # The client wraps transport failures in its own ApiException.
-            if type(error).__name__ == "ApiException" and getattr(error, "status", None) == 0:
-                msg = f"cannot reach {self.server}: {getattr(error, 'reason', '')}"
-                raise UnreachableError(msg) from None
-            raise
 
     # Verbs.
 
@@ -454,21 +485,21 @@ class Cluster:
             query["fieldSelector"] = field_selector
         if self._on_request is not None:
             self._on_request("WATCH", resource.plural)
-        response = await self._call(
-            "GET",
-            resource.path(namespace),
-            query=query,
-            body=None,
-            timeout=timeout_seconds + REQUEST_TIMEOUT_SECONDS,
-            content_type="application/json",
-            stream=True,
-        )
+        async with self._unreachable_as_error():
+            response = await self._send(
+                "GET",
+                resource.path(namespace),
+                query=query,
+                body=None,
+                timeout=timeout_seconds + REQUEST_TIMEOUT_SECONDS,
+                content_type="application/json",
+            )
         try:
             if response.status >= 300:
                 raise _error(
                     "WATCH", resource.path(namespace), response.status, await response.read()
                 )
-            async for line in response.response.content:
+            async for line in response.content:
                 if not line.strip():
                     continue
                 try:
@@ -487,7 +518,7 @@ class Cluster:
             msg = f"watch of {resource.plural} on {self.server} ended: {type(error).__name__}"
             raise UnreachableError(msg) from None
         finally:
-            response.response.release()
+            response.release()
 
     async def lead(
         self,
@@ -575,6 +606,19 @@ def _api_client(configuration: Configuration) -> ApiClient:
     except (ssl.SSLError, ValueError, OSError) as error:
         msg = f"the kubeconfig's certificates cannot be used ({type(error).__name__})"
         raise KubeError(msg) from None
+
+
+def _proxy_options(
+    server: str, configured: str | None, headers: Mapping[str, str] | None
+) -> dict[str, Any]:
+    """The proxy to reach ``server`` through: the kubeconfig's, else the environment's."""
+    if configured:
+        return {"proxy": configured, "proxy_headers": headers}
+    parts = urlsplit(server)
+    if parts.hostname and urllib.request.proxy_bypass(parts.hostname):
+        return {}
+    proxy = urllib.request.getproxies().get(parts.scheme)
+    return {"proxy": proxy} if proxy else {}
 
 
 def _private_file(path: Path, data: bytes) -> str:

@@ -162,6 +162,7 @@ class Manifest:
     instance: str
     exported_at: datetime
     types: dict[str, ResourceType]
+    # Every file's path and sha256, in the order the archive holds them.
     files: dict[str, str]
     objects: int
 
@@ -462,23 +463,24 @@ def objects(
         ArchiveError: the bytes are not those ``verify`` checked: a checksum differs, or a
             file is new, repeated or gone; or the archive is broken (as in ``verify``).
     """
-    seen: set[str] = set()
     limits = limits or Limits()
+    # ``manifest.files`` lists the files in the order ``verify`` read them: the same
+    # bytes give the same order, so each file is matched with the next one listed,
+    # without a set of the paths seen that would grow with the archive.
+    verified = iter(manifest.files.items())
     for entry, data in _entries(source, limits):
         if entry.role == "export":
             continue
-        digest = manifest.files.get(entry.path)
-        if digest is None or entry.path in seen:
+        path, digest = next(verified, ("", ""))
+        if entry.path != path:
             raise ArchiveError(f"{entry.path} was not in the archive as verified")
-        seen.add(entry.path)
         if hashlib.sha256(data).hexdigest() != digest:
             raise ArchiveError(f"checksum mismatch for {entry.path}")
         if entry.role == "object" and (folders is None or entry.folder in folders):
             rtype = manifest.types[entry.folder]
             yield rtype, _read_object(entry, rtype, data, limits)
-    for path in manifest.files:
-        if path not in seen:
-            raise ArchiveError(f"{path} is gone from the archive since it was verified")
+    for path, _ in verified:
+        raise ArchiveError(f"{path} is gone from the archive since it was verified")
 
 
 class _StreamTar(tarfile.TarFile):
@@ -754,8 +756,10 @@ def _read_export(data: bytes, limits: Limits) -> _Export:
     except ValueError:
         raise ArchiveError(f"{EXPORT_FILE}: exportedAt is not an RFC 3339 time") from None
     _field(document, "options", dict, EXPORT_FILE)
-    files: dict[str, str] = {}
-    for path, digest in _field(document, "files", dict, EXPORT_FILE).items():
+    # Checked where it is rather than copied: a second map of every path and
+    # digest would be most of what verify holds at its peak.
+    files: dict[str, str] = _field(document, "files", dict, EXPORT_FILE)
+    for path, digest in files.items():
         try:
             listed = _place(path) if isinstance(path, str) else None
         except ArchiveError:
@@ -765,7 +769,6 @@ def _read_export(data: bytes, limits: Limits) -> _Export:
             raise ArchiveError(f"{EXPORT_FILE} lists a path that does not fit the archive layout")
         if not isinstance(digest, str) or not _SHA256_RE.fullmatch(digest):
             raise ArchiveError(f"{EXPORT_FILE}: the checksum of {path} is not a sha256")
-        files[path] = digest
     return _Export(
         instance=_field(document, "instance", str, EXPORT_FILE),
         exported_at=parsed,

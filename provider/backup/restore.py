@@ -5,9 +5,9 @@ checksum, no path leaving its root) before anything is applied. Objects are
 then applied with server-side apply, step by step in the contract's order
 (``provider.backup.restore_steps``), waiting for each custom type's CRD to be
 Established first; within a step a bounded pool of applies runs at once, and
-a step ends before the next begins. Each step reads the archive again and
-parses only its own types, so memory holds a batch of objects, never the
-archive.
+a step ends before the next begins. Each step reads the archive again, up to
+its last object, and parses only its own types, so memory holds a batch of
+objects, never the archive.
 
 Managed resources land paused; the last step, ``unpause``, reads them from the
 archive again and unpauses each one that was not paused in the backup. What
@@ -363,16 +363,22 @@ async def parsed_batches(
     Decompressing and parsing run in a worker thread, a batch per call, so the
     event loop (every other reconcile, the leader Lease's renewal) never waits on
     an archive, however many objects it holds. Objects of other folders are
-    checked but not parsed.
+    checked but not parsed. Reading stops at the last object of ``folders``:
+    every file up to it is checked, and the files after it are checked by the
+    pass that needs them, so no object is used unchecked.
     """
     reader = archive.objects(file, manifest, limits=limits, folders=folders)
+    wanted = sum(count for folder, count in _counts(manifest).items() if folder in folders)
 
     def take() -> Batch:
+        nonlocal wanted
         batch: Batch = []
-        for rtype, obj in reader:
-            batch.append((rtype, obj))
-            if len(batch) >= size:
+        while wanted > 0 and len(batch) < size:
+            item = next(reader, None)
+            if item is None:
                 break
+            batch.append(item)
+            wanted -= 1
         return batch
 
     while batch := await asyncio.to_thread(take):

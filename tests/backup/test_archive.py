@@ -7,6 +7,7 @@ which no error message may quote.
 
 from __future__ import annotations
 
+import asyncio
 import gzip
 import hashlib
 import io
@@ -37,6 +38,7 @@ from provider.backup.archive import (
     strip,
     verify,
 )
+from provider.backup.restore import parsed_batches
 
 MiB = 2**20
 CANARY = "canary-7d3f0c"
@@ -1151,6 +1153,85 @@ def test_objects_refuses_an_archive_missing_a_file_verify_saw() -> None:
 
     with pytest.raises(ArchiveError, match=re.escape("gone.yaml is gone from the archive")):
         objects_of(shrunk, manifest)
+
+
+def test_objects_refuses_the_verified_files_in_another_order() -> None:
+    # Files are matched with the order verify read them in, not looked up in a set.
+    first, second = live(CONFIGMAPS, "first", "team-a"), live(CONFIGMAPS, "second", "team-a")
+    verified = write([(CONFIGMAPS, first), (CONFIGMAPS, second)])
+    swapped = write([(CONFIGMAPS, second), (CONFIGMAPS, first)])
+    manifest = verify(io.BytesIO(verified))
+
+    with pytest.raises(
+        ArchiveError, match=re.escape("second.yaml was not in the archive as verified")
+    ):
+        objects_of(swapped, manifest)
+
+
+FIRST_CONFIG = live(CONFIGMAPS, "first", "team-a", data={"a": "1"})
+LAST_CONFIG = live(CONFIGMAPS, "last", "team-a", data={"a": "2"})
+TOKEN = live(SECRETS, "token", "team-a", data={"t": "dG9rZW4="})
+
+
+@dataclass(frozen=True)
+class PassCase:
+    reason: str
+    changed: list[tuple[ResourceType, dict[str, Any]]]
+    folders: frozenset[str]
+    parsed: int = 0
+    refused: str = ""
+
+
+PASS_CASES = [
+    PassCase(
+        reason="a step's pass stops at its last object, so a later file changed is not its concern",
+        changed=[
+            (CONFIGMAPS, FIRST_CONFIG),
+            (CONFIGMAPS, LAST_CONFIG),
+            (SECRETS, {**TOKEN, "data": {}}),
+        ],
+        folders=frozenset({"configmaps"}),
+        parsed=2,
+    ),
+    PassCase(
+        reason="the pass that needs the changed file refuses it before handing out its object",
+        changed=[
+            (CONFIGMAPS, FIRST_CONFIG),
+            (CONFIGMAPS, LAST_CONFIG),
+            (SECRETS, {**TOKEN, "data": {}}),
+        ],
+        folders=frozenset({"secrets"}),
+        refused="checksum mismatch for secrets/namespaces/team-a/token.yaml",
+    ),
+    PassCase(
+        reason="a file changed before a step's last object is refused by that step's pass",
+        changed=[
+            (CONFIGMAPS, {**FIRST_CONFIG, "data": {}}),
+            (CONFIGMAPS, LAST_CONFIG),
+            (SECRETS, TOKEN),
+        ],
+        folders=frozenset({"configmaps"}),
+        refused="checksum mismatch for configmaps/namespaces/team-a/first.yaml",
+    ),
+]
+
+
+@pytest.mark.parametrize("case", PASS_CASES, ids=lambda c: c.reason)
+def test_a_steps_pass_checks_every_file_up_to_its_last_object(case: PassCase) -> None:
+    verified = write([(CONFIGMAPS, FIRST_CONFIG), (CONFIGMAPS, LAST_CONFIG), (SECRETS, TOKEN)])
+    manifest = verify(io.BytesIO(verified))
+
+    async def parse() -> int:
+        parsed = 0
+        async for batch in parsed_batches(io.BytesIO(write(case.changed)), manifest, case.folders):
+            parsed += len(batch)
+        return parsed
+
+    if case.refused:
+        with pytest.raises(ArchiveError, match=re.escape(case.refused)):
+            asyncio.run(parse())
+    else:
+        assert asyncio.run(parse()) == case.parsed
 
 
 class Discard:
