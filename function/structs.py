@@ -59,11 +59,11 @@ class StructView(Mapping[str, Any]):
         observed resource of every request.
         """
         value = self._value_at(path)
-        if value is None or value.WhichOneof("kind") != "list_value":
+        if value is None:
             return None
+        # A value that is not a list reads as an empty one, and an item that
+        # is not an object as an empty object (see _value_at).
         for item in value.list_value.values:
-            if item.WhichOneof("kind") != "struct_value":
-                continue
             found = item.struct_value.fields.get(key)
             if (
                 found is not None
@@ -74,16 +74,17 @@ class StructView(Mapping[str, Any]):
         return None
 
     def _value_at(self, path: tuple[str, ...]) -> struct_pb2.Value | None:
-        fields = self._fields
-        value = None
-        for key in path:
-            if fields is None:
-                return None
-            value = fields.get(key)
+        # Reading the struct_value of a Value that holds something else gives
+        # protobuf's empty default Struct, in which every key is missing: a
+        # step through a string, a list or null ends in None as it should,
+        # without asking each step's kind (a call into upb per step).
+        if not path:
+            return None
+        value = self._fields.get(path[0])
+        for key in path[1:]:
             if value is None:
                 return None
-            is_object = value.WhichOneof("kind") == "struct_value"
-            fields = value.struct_value.fields if is_object else None
+            value = value.struct_value.fields.get(key)
         return value
 
     def __iter__(self) -> Iterator[str]:

@@ -111,14 +111,18 @@ def test_reads_of_observed_objects_agree_for_dicts_and_struct_views(
     case: ReadCase, view: str
 ) -> None:
     body: Any = case.body
+    struct = struct_pb2.Struct()
     if view != "dict":
-        struct = struct_pb2.Struct()
         structs.fill(struct, case.body)
         body = structs.StructView(struct)
+    unread = struct.SerializeToString(deterministic=True)
     got = dig(body, *case.path)
     got = _plain(got)
     assert got == _numbers_as_read(case.value, as_struct=view != "dict"), case.reason
     assert condition(body, "Ready") == case.ready, case.reason
+    # A view steps through what is not an object as through protobuf's empty
+    # default; reading one must not write it into the request.
+    assert struct.SerializeToString(deterministic=True) == unread, case.reason
 
 
 def _plain(value: Any) -> Any:
