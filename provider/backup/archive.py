@@ -31,8 +31,10 @@ import hashlib
 import io
 import itertools
 import re
+import shutil
 import sqlite3
 import tarfile
+import tempfile
 import time
 import zlib
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
@@ -509,21 +511,30 @@ def verify(
     """
     files = FileList()
     try:
-        return _verify(source, limits or Limits(), admit, files)
+        # export.yaml is read from a copy on disk, a line at a time, rather than held.
+        with tempfile.TemporaryFile() as export_copy:
+            return _verify(source, limits or Limits(), admit, files, export_copy)
     except BaseException:
         files.close()
         raise
 
 
-def _verify(source: IO[bytes], limits: Limits, admit: Admit | None, files: FileList) -> Manifest:
+def _verify(
+    source: IO[bytes],
+    limits: Limits,
+    admit: Admit | None,
+    files: FileList,
+    export_copy: IO[bytes],
+) -> Manifest:
     types: dict[str, ResourceType] = {}
     counts: dict[str, int] = {}
     export: _Export | None = None
-    for entry, data in _entries(source, limits):
+    for entry, data in _entries(source, limits, export_copy):
         if entry.role == "export":
             if export is not None:
                 raise ArchiveError(f"duplicate path {entry.path}")
-            export = _read_export(data, limits, files)
+            export_copy.seek(0)
+            export = _read_export(export_copy, limits, files)
             continue
         if not files.add(entry.path, hashlib.sha256(data).digest()):
             raise ArchiveError(f"duplicate path {entry.path}")
@@ -729,8 +740,14 @@ class _Counted(io.RawIOBase):
         return data
 
 
-def _entries(source: IO[bytes], limits: Limits) -> Iterator[tuple[_Entry, bytes]]:
-    """Every regular file of an archive, checked and placed in the layout, with its bytes."""
+def _entries(
+    source: IO[bytes], limits: Limits, export_copy: IO[bytes] | None = None
+) -> Iterator[tuple[_Entry, bytes]]:
+    """Every regular file of an archive, checked and placed in the layout, with its bytes.
+
+    export.yaml's bytes, which grow with the archive (its file list), are never held:
+    they go to ``export_copy`` (or nowhere, when None) and come out empty.
+    """
     members = 0
     try:
         # gzip.GzipFile rather than tarfile's "r|gz": it checks the gzip trailer's CRC
@@ -748,7 +765,12 @@ def _entries(source: IO[bytes], limits: Limits) -> Iterator[tuple[_Entry, bytes]
                         continue
                     content = tar.extractfile(member)
                     assert content is not None  # a regular file always has content
-                    yield entry, content.read()
+                    if entry.role != "export":
+                        yield entry, content.read()
+                        continue
+                    if export_copy is not None:
+                        shutil.copyfileobj(content, export_copy, _DRAIN_BYTES)
+                    yield entry, b""
                 # tar stops at its end-of-archive blocks; reading the rest of the gzip
                 # stream checks its trailer, so a truncated or corrupt archive is not taken
                 # as whole. The writer pads to one tar record; more is refused.
@@ -824,48 +846,52 @@ def _misfit(path: str) -> ArchiveError:
 # The file list as the writer lays it out, last in export.yaml: one path (made of
 # Kubernetes names and slashes, which plain YAML reads as they are) and one quoted
 # digest a line. Nothing in these lines has a meaning of its own in YAML.
-_FILES_HEAD = b"\nfiles:\n"
+_FILES_HEAD = b"files:\n"
 _FILES_LINE = re.compile(rb'  ([a-z0-9][-a-z0-9./]*): "([0-9a-f]{64})"\n')
 
 
-def _files_start(data: bytes) -> tuple[int, int] | None:
+def _find_file_list(file: IO[bytes]) -> tuple[int, int] | None:
     """Where export.yaml's file list starts, and its length, when laid out as the writer does.
 
-    None for any other layout, which is then read as YAML.
+    The list is the last ``files:`` line (not the first line of the file) and every
+    line after it. None for any other layout, which is then read as YAML.
 
     A YAML parser holds a node per path and digest, some hundreds of bytes each, so
     the list is read line by line instead, and never held: this pass only checks it.
     """
-    start = data.rfind(_FILES_HEAD)
-    if start < 0:
-        return None
+    start: int | None = None
     lines = 0
-    position = start + len(_FILES_HEAD)
-    while position < len(data):
-        line = _FILES_LINE.match(data, position)
-        if line is None:
-            return None
-        lines += 1
-        position = line.end()
-    return start, lines
+    position = 0
+    for line in file:
+        if position and line == _FILES_HEAD:
+            start, lines = position, 0
+        elif start is not None and _FILES_LINE.fullmatch(line):
+            lines += 1
+        else:
+            start = None
+        position += len(line)
+    return None if start is None else (start, lines)
 
 
-def _file_lines(data: bytes, start: int) -> Iterator[tuple[str, str]]:
-    """The paths and digests of a file list ``_files_start`` found, one line at a time."""
-    position = start + len(_FILES_HEAD)
-    while line := _FILES_LINE.match(data, position):
-        yield line[1].decode(), line[2].decode()
-        position = line.end()
+def _file_lines(file: IO[bytes], start: int) -> Iterator[tuple[str, str]]:
+    """The paths and digests of a file list ``_find_file_list`` found, one line at a time."""
+    file.seek(start + len(_FILES_HEAD))
+    for line in file:
+        listed = _FILES_LINE.fullmatch(line)
+        # The file is verify's own copy, checked whole by _find_file_list.
+        assert listed is not None
+        yield listed[1].decode(), listed[2].decode()
 
 
-def _read_export(data: bytes, limits: Limits, files: FileList) -> _Export:
-    """Check export.yaml, adding the files it lists to ``files``."""
+def _read_export(file: IO[bytes], limits: Limits, files: FileList) -> _Export:
+    """Check export.yaml (``file``, from its start), adding the files it lists to ``files``."""
     max_nodes = limits.max_nodes + 2 * limits.max_members
-    file_list = _files_start(data)
+    file_list = _find_file_list(file)
     if file_list is not None and 2 * file_list[1] > max_nodes:
         raise ArchiveError(f"{EXPORT_FILE} has more than {max_nodes} YAML nodes")
+    file.seek(0)
     document = _load(
-        EXPORT_FILE, data if file_list is None else data[: file_list[0] + 1], max_nodes
+        EXPORT_FILE, file.read() if file_list is None else file.read(file_list[0]), max_nodes
     )
     if not isinstance(document, dict):
         raise ArchiveError(f"{EXPORT_FILE} is not a mapping")
@@ -886,7 +912,7 @@ def _read_export(data: bytes, limits: Limits, files: FileList) -> _Export:
     if file_list is None:
         listed = _field(document, "files", dict, EXPORT_FILE).items()
     else:
-        listed = _file_lines(data, file_list[0])
+        listed = _file_lines(file, file_list[0])
     for path, digest in listed:
         try:
             entry = _place(path) if isinstance(path, str) else None
