@@ -162,8 +162,9 @@ class Summary:
     objects: int
 
 
-# SQLite's page cache for a FileList: about 50 files' path and digest a KiB, so
-# archives beyond some ten thousand files spill to the scratch file, not memory.
+# SQLite's page cache for a FileList. A file takes about 300 bytes there (a row
+# and an index entry in each table), so beyond some 1,700 files the rest spills
+# to the scratch file rather than memory.
 _FILE_LIST_CACHE_KIB = 512
 
 
@@ -498,7 +499,8 @@ def verify(
             object refuses the whole archive.
 
     Returns:
-        The archive's manifest, for ``objects`` to read the same bytes with.
+        The archive's manifest, for ``objects`` to read the same bytes with; close it
+        (or use it as a context manager) when done, to delete its scratch database.
 
     Raises:
         ArchiveError: the archive is not a gzip-compressed tar or is truncated; holds a
