@@ -16,9 +16,12 @@ Writing streams: each object is serialised on its own and passes to the sink as
 compressed bytes, so memory holds one object plus a path and a digest per file.
 Reading takes two streaming passes over the same bytes: ``verify`` checks all
 of it before anything is applied, ``objects`` yields the objects and checks each
-file again, since the bytes are read twice.
+file again, since the bytes are read twice. Between the passes every file's path
+and sha256 waits in a private temporary SQLite database (``FileList``) rather
+than in memory, so a reader's memory does not grow with the archive.
 
-Pure: no Kubernetes, no S3, no network.
+Pure: no Kubernetes, no S3, no network; the one local I/O is that scratch
+database, which SQLite keeps in a small page cache and spills to a deleted file.
 """
 
 from __future__ import annotations
@@ -28,12 +31,16 @@ import hashlib
 import io
 import itertools
 import re
+import shutil
+import sqlite3
 import tarfile
+import tempfile
 import time
 import zlib
-from collections.abc import Callable, Collection, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from types import TracebackType
 from typing import IO, TYPE_CHECKING, Any, Literal, Self, TypeVar
 
 import yaml
@@ -155,16 +162,128 @@ class Summary:
     objects: int
 
 
-@dataclass(frozen=True)
+# SQLite's page cache for a FileList. A file takes about 300 bytes there (a row
+# and an index entry in each table), so beyond some 1,700 files the rest spills
+# to the scratch file rather than memory.
+_FILE_LIST_CACHE_KIB = 512
+
+
+class FileList:
+    """Every file's path and sha256 in archive order, and those ``export.yaml`` lists.
+
+    A private temporary SQLite database (deleted when closed or collected) holds
+    them: its page cache is bounded, the rest spills to disk, and its indexes find
+    a path without a map in memory. ``verify`` fills it, ``objects`` reads it.
+    """
+
+    def __init__(self) -> None:
+        """Open an empty list."""
+        # An empty name is a private temporary database. Passes run in worker
+        # threads; SQLite serialises a connection's use itself (threadsafety 3).
+        self._db = sqlite3.connect("", check_same_thread=False)
+        for pragma in (
+            f"cache_size = -{_FILE_LIST_CACHE_KIB}",
+            # Nothing here outlives the connection, so nothing needs a journal.
+            "journal_mode = OFF",
+            "synchronous = OFF",
+        ):
+            self._db.execute(f"PRAGMA {pragma}")
+        # rowid keeps each table's order: the archive's, and export.yaml's.
+        self._db.execute("CREATE TABLE files (path TEXT PRIMARY KEY, digest BLOB NOT NULL)")
+        self._db.execute("CREATE TABLE listed (path TEXT PRIMARY KEY, digest BLOB NOT NULL)")
+
+    def add(self, path: str, digest: bytes) -> bool:
+        """Record a file read from the archive; False if its path was already there."""
+        try:
+            self._db.execute("INSERT INTO files VALUES (?, ?)", (path, digest))
+        except sqlite3.IntegrityError:
+            return False
+        return True
+
+    def add_listed(self, path: str, digest: bytes) -> None:
+        """Record a file ``export.yaml`` lists; a path listed again keeps its place, as in YAML."""
+        self._db.execute(
+            "INSERT INTO listed VALUES (?, ?)"
+            " ON CONFLICT (path) DO UPDATE SET digest = excluded.digest",
+            (path, digest),
+        )
+
+    def check_listed(self) -> None:
+        """Refuse unless the files read and those listed are the same, with the same digests.
+
+        Raises:
+            ArchiveError: naming the first file in archive order that is not listed or
+                whose digest differs, else the first listed file that is missing.
+        """
+        found = self._db.execute(
+            "SELECT files.path, listed.path IS NULL FROM files"
+            " LEFT JOIN listed ON listed.path = files.path"
+            " WHERE listed.path IS NULL OR listed.digest != files.digest"
+            " ORDER BY files.rowid LIMIT 1"
+        ).fetchone()
+        if found is not None:
+            path, unlisted = found
+            if unlisted:
+                raise ArchiveError(f"{path} is not listed in {EXPORT_FILE}")
+            raise ArchiveError(f"checksum mismatch for {path}")
+        found = self._db.execute(
+            "SELECT path FROM listed WHERE path NOT IN (SELECT path FROM files)"
+            " ORDER BY rowid LIMIT 1"
+        ).fetchone()
+        if found is not None:
+            raise ArchiveError(f"{found[0]} is listed in {EXPORT_FILE} but missing")
+
+    def __iter__(self) -> Iterator[tuple[str, bytes]]:
+        """Each file's path and raw sha256, in archive order, read as they are needed."""
+        return iter(self._db.execute("SELECT path, digest FROM files ORDER BY rowid"))
+
+    def __contains__(self, path: object) -> bool:
+        """Whether the archive holds a file at ``path``."""
+        query = "SELECT 1 FROM files WHERE path = ?"
+        return self._db.execute(query, (path,)).fetchone() is not None
+
+    def __len__(self) -> int:
+        """How many files the archive holds, ``export.yaml`` aside."""
+        count: int = self._db.execute("SELECT count(*) FROM files").fetchone()[0]
+        return count
+
+    def close(self) -> None:
+        """Delete the database; the list is empty and unusable afterwards."""
+        self._db.close()
+
+
+@dataclass(frozen=True, eq=False)
 class Manifest:
-    """What ``verify`` found in an archive, for ``objects`` to read it again."""
+    """What ``verify`` found in an archive, for ``objects`` to read it again.
+
+    It holds a scratch database: close it (or use it as a context manager) once
+    the archive has been read.
+    """
 
     instance: str
     exported_at: datetime
     types: dict[str, ResourceType]
-    # Every file's path and sha256, in the order the archive holds them.
-    files: dict[str, str]
+    files: FileList
+    # Objects per folder: bounded by the types, unlike the files.
+    counts: dict[str, int]
     objects: int
+
+    def close(self) -> None:
+        """Delete the scratch database behind ``files``."""
+        self.files.close()
+
+    def __enter__(self) -> Self:
+        """The manifest itself, closed on leaving the block."""
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        """Close the manifest."""
+        self.close()
 
 
 def strip(obj: Mapping[str, Any]) -> dict[str, Any]:
@@ -380,7 +499,8 @@ def verify(
             object refuses the whole archive.
 
     Returns:
-        The archive's manifest, for ``objects`` to read the same bytes with.
+        The archive's manifest, for ``objects`` to read the same bytes with; close it
+        (or use it as a context manager) when done, to delete its scratch database.
 
     Raises:
         ArchiveError: the archive is not a gzip-compressed tar or is truncated; holds a
@@ -391,18 +511,35 @@ def verify(
             a file is missing from it or from the archive; a folder's ``metadata.yaml`` does
             not come before its objects; or a file is not the YAML its place calls for.
     """
-    digests: dict[str, str] = {}
+    files = FileList()
+    try:
+        # export.yaml is read from a copy on disk, a line at a time, rather than held.
+        with tempfile.TemporaryFile() as export_copy:
+            return _verify(source, limits or Limits(), admit, files, export_copy)
+    except BaseException:
+        files.close()
+        raise
+
+
+def _verify(
+    source: IO[bytes],
+    limits: Limits,
+    admit: Admit | None,
+    files: FileList,
+    export_copy: IO[bytes],
+) -> Manifest:
     types: dict[str, ResourceType] = {}
     counts: dict[str, int] = {}
     export: _Export | None = None
-    limits = limits or Limits()
-    for entry, data in _entries(source, limits):
-        if entry.path in digests or (entry.role == "export" and export is not None):
-            raise ArchiveError(f"duplicate path {entry.path}")
+    for entry, data in _entries(source, limits, export_copy):
         if entry.role == "export":
-            export = _read_export(data, limits)
+            if export is not None:
+                raise ArchiveError(f"duplicate path {entry.path}")
+            export_copy.seek(0)
+            export = _read_export(export_copy, limits, files)
             continue
-        digests[entry.path] = hashlib.sha256(data).hexdigest()
+        if not files.add(entry.path, hashlib.sha256(data).digest()):
+            raise ArchiveError(f"duplicate path {entry.path}")
         if entry.role == "metadata":
             types[entry.folder] = _read_type(entry, data, limits)
             continue
@@ -416,15 +553,7 @@ def verify(
         counts[entry.folder] = counts.get(entry.folder, 0) + 1
     if export is None:
         raise ArchiveError(f"{EXPORT_FILE} is missing")
-    for path, digest in digests.items():
-        listed = export.files.get(path)
-        if listed is None:
-            raise ArchiveError(f"{path} is not listed in {EXPORT_FILE}")
-        if listed != digest:
-            raise ArchiveError(f"checksum mismatch for {path}")
-    for path in export.files:
-        if path not in digests:
-            raise ArchiveError(f"{path} is listed in {EXPORT_FILE} but missing")
+    files.check_listed()
     total = sum(counts.values())
     if export.stats.get("objects") != total or export.stats.get("types") != counts:
         raise ArchiveError(f"the stats in {EXPORT_FILE} do not match the archive's objects")
@@ -432,7 +561,8 @@ def verify(
         instance=export.instance,
         exported_at=export.exported_at,
         types=types,
-        files=digests,
+        files=files,
+        counts=counts,
         objects=total,
     )
 
@@ -467,14 +597,14 @@ def objects(
     # ``manifest.files`` lists the files in the order ``verify`` read them: the same
     # bytes give the same order, so each file is matched with the next one listed,
     # without a set of the paths seen that would grow with the archive.
-    verified = iter(manifest.files.items())
+    verified = iter(manifest.files)
     for entry, data in _entries(source, limits):
         if entry.role == "export":
             continue
-        path, digest = next(verified, ("", ""))
+        path, digest = next(verified, ("", b""))
         if entry.path != path:
             raise ArchiveError(f"{entry.path} was not in the archive as verified")
-        if hashlib.sha256(data).hexdigest() != digest:
+        if hashlib.sha256(data).digest() != digest:
             raise ArchiveError(f"checksum mismatch for {entry.path}")
         if entry.role == "object" and (folders is None or entry.folder in folders):
             rtype = manifest.types[entry.folder]
@@ -535,7 +665,6 @@ class _Export:
     instance: str
     exported_at: datetime
     stats: dict[str, Any]
-    files: dict[str, str]
 
 
 class _Tally(io.BufferedIOBase):
@@ -613,8 +742,14 @@ class _Counted(io.RawIOBase):
         return data
 
 
-def _entries(source: IO[bytes], limits: Limits) -> Iterator[tuple[_Entry, bytes]]:
-    """Every regular file of an archive, checked and placed in the layout, with its bytes."""
+def _entries(
+    source: IO[bytes], limits: Limits, export_copy: IO[bytes] | None = None
+) -> Iterator[tuple[_Entry, bytes]]:
+    """Every regular file of an archive, checked and placed in the layout, with its bytes.
+
+    export.yaml's bytes, which grow with the archive (its file list), are never held:
+    they go to ``export_copy`` (or nowhere, when None) and come out empty.
+    """
     members = 0
     try:
         # gzip.GzipFile rather than tarfile's "r|gz": it checks the gzip trailer's CRC
@@ -632,7 +767,12 @@ def _entries(source: IO[bytes], limits: Limits) -> Iterator[tuple[_Entry, bytes]
                         continue
                     content = tar.extractfile(member)
                     assert content is not None  # a regular file always has content
-                    yield entry, content.read()
+                    if entry.role != "export":
+                        yield entry, content.read()
+                        continue
+                    if export_copy is not None:
+                        shutil.copyfileobj(content, export_copy, _DRAIN_BYTES)
+                    yield entry, b""
                 # tar stops at its end-of-archive blocks; reading the rest of the gzip
                 # stream checks its trailer, so a truncated or corrupt archive is not taken
                 # as whole. The writer pads to one tar record; more is refused.
@@ -708,39 +848,53 @@ def _misfit(path: str) -> ArchiveError:
 # The file list as the writer lays it out, last in export.yaml: one path (made of
 # Kubernetes names and slashes, which plain YAML reads as they are) and one quoted
 # digest a line. Nothing in these lines has a meaning of its own in YAML.
-_FILES_HEAD = b"\nfiles:\n"
+_FILES_HEAD = b"files:\n"
 _FILES_LINE = re.compile(rb'  ([a-z0-9][-a-z0-9./]*): "([0-9a-f]{64})"\n')
 
 
-def _split_files(data: bytes) -> tuple[bytes, dict[str, str] | None]:
-    """export.yaml without its file list, and the list, when laid out as the writer does.
+def _find_file_list(file: IO[bytes]) -> tuple[int, int] | None:
+    """Where export.yaml's file list starts, and its length, when laid out as the writer does.
+
+    The list is the last ``files:`` line (not the first line of the file) and every
+    line after it. None for any other layout, which is then read as YAML.
 
     A YAML parser holds a node per path and digest, some hundreds of bytes each, so
-    reading the list line by line keeps a restore's memory from growing with the
-    archive. Any other layout gives None: the whole file is then read as YAML.
+    the list is read line by line instead, and never held: this pass only checks it.
     """
-    start = data.rfind(_FILES_HEAD)
-    if start < 0:
-        return data, None
-    files: dict[str, str] = {}
-    position = start + len(_FILES_HEAD)
-    while position < len(data):
-        line = _FILES_LINE.match(data, position)
-        if line is None:
-            return data, None
-        files[line[1].decode()] = line[2].decode()
-        position = line.end()
-    return data[: start + 1], files
+    start: int | None = None
+    lines = 0
+    position = 0
+    for line in file:
+        if position and line == _FILES_HEAD:
+            start, lines = position, 0
+        elif start is not None and _FILES_LINE.fullmatch(line):
+            lines += 1
+        else:
+            start = None
+        position += len(line)
+    return None if start is None else (start, lines)
 
 
-def _read_export(data: bytes, limits: Limits) -> _Export:
+def _file_lines(file: IO[bytes], start: int) -> Iterator[tuple[str, str]]:
+    """The paths and digests of a file list ``_find_file_list`` found, one line at a time."""
+    file.seek(start + len(_FILES_HEAD))
+    for line in file:
+        listed = _FILES_LINE.fullmatch(line)
+        # The file is verify's own copy, checked whole by _find_file_list.
+        assert listed is not None
+        yield listed[1].decode(), listed[2].decode()
+
+
+def _read_export(file: IO[bytes], limits: Limits, files: FileList) -> _Export:
+    """Check export.yaml (``file``, from its start), adding the files it lists to ``files``."""
     max_nodes = limits.max_nodes + 2 * limits.max_members
-    head, file_list = _split_files(data)
-    if file_list is not None and 2 * len(file_list) > max_nodes:
+    file_list = _find_file_list(file)
+    if file_list is not None and 2 * file_list[1] > max_nodes:
         raise ArchiveError(f"{EXPORT_FILE} has more than {max_nodes} YAML nodes")
-    document = _load(EXPORT_FILE, head, max_nodes)
-    if isinstance(document, dict) and file_list is not None:
-        document["files"] = file_list
+    file.seek(0)
+    document = _load(
+        EXPORT_FILE, file.read() if file_list is None else file.read(file_list[0]), max_nodes
+    )
     if not isinstance(document, dict):
         raise ArchiveError(f"{EXPORT_FILE} is not a mapping")
     # The version comes first: another version may lay out everything else differently.
@@ -756,24 +910,26 @@ def _read_export(data: bytes, limits: Limits) -> _Export:
     except ValueError:
         raise ArchiveError(f"{EXPORT_FILE}: exportedAt is not an RFC 3339 time") from None
     _field(document, "options", dict, EXPORT_FILE)
-    # Checked where it is rather than copied: a second map of every path and
-    # digest would be most of what verify holds at its peak.
-    files: dict[str, str] = _field(document, "files", dict, EXPORT_FILE)
-    for path, digest in files.items():
+    listed: Iterable[tuple[object, object]]
+    if file_list is None:
+        listed = _field(document, "files", dict, EXPORT_FILE).items()
+    else:
+        listed = _file_lines(file, file_list[0])
+    for path, digest in listed:
         try:
-            listed = _place(path) if isinstance(path, str) else None
+            entry = _place(path) if isinstance(path, str) else None
         except ArchiveError:
-            listed = None
+            entry = None
         # Unlike a member's name, a listed path is file content: it is not quoted.
-        if listed is None or listed.role == "export":
+        if entry is None or entry.role == "export":
             raise ArchiveError(f"{EXPORT_FILE} lists a path that does not fit the archive layout")
         if not isinstance(digest, str) or not _SHA256_RE.fullmatch(digest):
             raise ArchiveError(f"{EXPORT_FILE}: the checksum of {path} is not a sha256")
+        files.add_listed(entry.path, bytes.fromhex(digest))
     return _Export(
         instance=_field(document, "instance", str, EXPORT_FILE),
         exported_at=parsed,
         stats=_field(document, "stats", dict, EXPORT_FILE),
-        files=files,
     )
 
 

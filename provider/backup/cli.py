@@ -275,13 +275,13 @@ def verify(source: S3Location | str, **flags: Any) -> None:
     if isinstance(outcome, str):
         click.echo(f"{source}: refused: {outcome}", err=True)
         sys.exit(1)
-    manifest = outcome.manifest
-    click.echo(
-        f"{source}: OK: {manifest.objects} objects of {len(manifest.types)} types from "
-        f"{inventory.printable(manifest.instance)}, exported at "
-        f"{manifest.exported_at.isoformat().replace('+00:00', 'Z')}; "
-        f"{outcome.size} bytes, sha256 {outcome.sha256}"
-    )
+    with outcome.manifest as manifest:
+        click.echo(
+            f"{source}: OK: {manifest.objects} objects of {len(manifest.types)} types from "
+            f"{inventory.printable(manifest.instance)}, exported at "
+            f"{manifest.exported_at.isoformat().replace('+00:00', 'Z')}; "
+            f"{outcome.size} bytes, sha256 {outcome.sha256}"
+        )
 
 
 @main.command()
@@ -303,11 +303,11 @@ def describe(source: S3Location | str, output: str, **flags: Any) -> None:
         with _opened(source, storage) as file:
             return _verify(file).manifest
 
-    manifest = _run(read())
-    if output == "json":
-        click.echo(json.dumps(inventory.document(manifest), indent=2))
-    else:
-        click.echo(inventory.table(manifest), nl=False)
+    with _run(read()) as manifest:
+        if output == "json":
+            click.echo(json.dumps(inventory.document(manifest), indent=2))
+        else:
+            click.echo(inventory.table(manifest), nl=False)
 
 
 # Writing an archive.
@@ -501,30 +501,38 @@ def restore(
     async def run() -> str:
         with _opened(source, storage) as file:
             verified = _verify(file)
-            target = await Cluster.from_environment(kubeconfig)
-            try:
-                action = "dry run" if dry_run else "restore"
-                total = verified.manifest.objects
-                progress = None if quiet else Progress(sys.stderr, action, total)
-                if dry_run:
-                    counts = await _dry_run(target, verified, progress)
-                    done = (
-                        f"dry run: {counts['create']} to create, {counts['change']} to change, "
-                        f"{counts['unchanged']} unchanged; nothing was changed in {target.server}"
-                    )
-                else:
-                    outcome = await apply_archive(
-                        target,
-                        verified.file,
-                        verified.manifest,
-                        limits=LIMITS,
-                        progress=progress.advance if progress is not None else None,
-                    )
-                    done = f"restored {outcome.objects} objects into {target.server}"
-                if progress is not None:
-                    progress.finish()
-                return done
-            finally:
-                await target.close()
+            with verified.manifest:
+                return await _restore_verified(verified, kubeconfig, dry_run=dry_run, quiet=quiet)
 
     click.echo(_run(run()))
+
+
+async def _restore_verified(
+    verified: Verified, kubeconfig: str, *, dry_run: bool, quiet: bool
+) -> str:
+    """Restore (or dry-run) a verified archive; what was done, in one line."""
+    target = await Cluster.from_environment(kubeconfig)
+    try:
+        action = "dry run" if dry_run else "restore"
+        total = verified.manifest.objects
+        progress = None if quiet else Progress(sys.stderr, action, total)
+        if dry_run:
+            counts = await _dry_run(target, verified, progress)
+            done = (
+                f"dry run: {counts['create']} to create, {counts['change']} to change, "
+                f"{counts['unchanged']} unchanged; nothing was changed in {target.server}"
+            )
+        else:
+            outcome = await apply_archive(
+                target,
+                verified.file,
+                verified.manifest,
+                limits=LIMITS,
+                progress=progress.advance if progress is not None else None,
+            )
+            done = f"restored {outcome.objects} objects into {target.server}"
+        if progress is not None:
+            progress.finish()
+        return done
+    finally:
+        await target.close()

@@ -39,7 +39,7 @@ def printable(text: str) -> str:
 def rows(manifest: Manifest) -> list[Row]:
     """One row per type and namespace, in folder then namespace order."""
     counts: dict[tuple[str, str], int] = {}
-    for path in manifest.files:
+    for path, _ in manifest.files:
         folder, *rest = path.split("/")
         if rest == [METADATA_FILE]:
             continue

@@ -190,23 +190,24 @@ class Restorer:
             except archive.ArchiveError as error:
                 msg = f"the archive of Backup {backup_name} is refused: {error}"
                 raise RestoreError(msg) from None
-            steps = plan(manifest.types, _counts(manifest))
-            first = resume_point(steps, recorded, backup_name).step
-            if first:
-                log.info(
-                    "restore resumes",
-                    extra={"fields": {"backup": backup_name, "step": steps[first].name}},
-                )
-            target = await Cluster.from_kubeconfig(kubeconfig)
-            try:
-                await _Apply(
-                    target, file, manifest, self.crd_timeout, self.limits, self.concurrency
-                ).run(steps, first, report)
-            except archive.ArchiveError as error:
-                msg = f"the archive of Backup {backup_name} is refused: {error}"
-                raise RestoreError(msg) from None
-            finally:
-                await target.close()
+            with manifest:
+                steps = plan(manifest.types, manifest.counts)
+                first = resume_point(steps, recorded, backup_name).step
+                if first:
+                    log.info(
+                        "restore resumes",
+                        extra={"fields": {"backup": backup_name, "step": steps[first].name}},
+                    )
+                target = await Cluster.from_kubeconfig(kubeconfig)
+                try:
+                    await _Apply(
+                        target, file, manifest, self.crd_timeout, self.limits, self.concurrency
+                    ).run(steps, first, report)
+                except archive.ArchiveError as error:
+                    msg = f"the archive of Backup {backup_name} is refused: {error}"
+                    raise RestoreError(msg) from None
+                finally:
+                    await target.close()
         await report.send(
             replace(report.last, phase=RESTORE_COMPLETED, step=UNPAUSE, completed_at=_now())
         )
@@ -255,16 +256,6 @@ class Restorer:
         sink = _HashingFile(file)
         self.store(storage_spec(storage, namespace)).download(key, sink, limit=size)
         return sink.digest.hexdigest()
-
-
-def _counts(manifest: archive.Manifest) -> dict[str, int]:
-    """Objects per folder of a verified archive."""
-    counts: dict[str, int] = {}
-    for path in manifest.files:
-        folder, _, rest = path.partition("/")
-        if rest != archive.METADATA_FILE:
-            counts[folder] = counts.get(folder, 0) + 1
-    return counts
 
 
 class _Reporter:
@@ -337,7 +328,7 @@ async def apply_archive(
             progress(reached.applied - counted)
         counted = max(counted, reached.applied)
 
-    steps = plan(manifest.types, _counts(manifest))
+    steps = plan(manifest.types, manifest.counts)
     first = restore_steps.Progress("", IN_PROGRESS, "", 0, manifest.objects, _now())
     apply = _Apply(
         target, file, manifest, crd_timeout, limits or archive.Limits(), APPLY_CONCURRENCY
@@ -368,7 +359,7 @@ async def parsed_batches(
     pass that needs them, so no object is used unchecked.
     """
     reader = archive.objects(file, manifest, limits=limits, folders=folders)
-    wanted = sum(count for folder, count in _counts(manifest).items() if folder in folders)
+    wanted = sum(count for folder, count in manifest.counts.items() if folder in folders)
 
     def take() -> Batch:
         nonlocal wanted
