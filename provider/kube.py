@@ -125,7 +125,8 @@ class Cluster:
         self._on_request = on_request
         # Made on the first request: a session needs a running event loop.
         self._session: aiohttp.ClientSession | None = None
-        self._proxy: dict[str, Any] = {}
+        # The proxy and TLS server name each request is sent with, set with the session.
+        self._request_options: dict[str, Any] = {}
 
     @classmethod
     async def from_kubeconfig(
@@ -271,7 +272,7 @@ class Cluster:
             data=body,
             headers=headers,
             timeout=aiohttp.ClientTimeout(total=timeout),
-            **self._proxy,
+            **self._request_options,
         )
         return response
 
@@ -290,9 +291,9 @@ class Cluster:
                 # Watch events can exceed aiohttp's default line buffer.
                 read_bufsize=2**21,
             )
-            self._proxy = _proxy_options(self.server, rest.proxy, rest.proxy_headers)
+            self._request_options = _proxy_options(self.server, rest.proxy, rest.proxy_headers)
             if configuration.tls_server_name:
-                self._proxy["server_hostname"] = configuration.tls_server_name
+                self._request_options["server_hostname"] = configuration.tls_server_name
         return self._session
 
     @contextlib.asynccontextmanager
