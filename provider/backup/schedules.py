@@ -249,13 +249,20 @@ class ScheduleReconciler:
                 "blockOwnerDeletion": True,
             }
         ]
+        # Made before a restart, if it exists: the name is the firing time.
+        await self._create_once(
+            schedule, backup, "BackupCreated", f"Backup {name} for {_format(at)}"
+        )
+
+    async def _create_once(
+        self, schedule: Mapping[str, Any], backup: dict[str, Any], reason: str, message: str
+    ) -> None:
+        """Create ``backup`` and say so on ``schedule``; one that exists was made already."""
         try:
             await self.local.create(BACKUPS, backup)
         except kube.AlreadyExistsError:
-            return  # made before a restart: the name is the firing time
-        await self.events.record(
-            schedule, "Normal", "BackupCreated", f"Backup {name} for {_format(at)}"
-        )
+            return
+        await self.events.record(schedule, "Normal", reason, message)
 
     async def _hold(self, schedule: dict[str, Any]) -> dict[str, Any]:
         """The schedule with the finalizer that makes its deletion wait for the final Backup."""
@@ -337,12 +344,9 @@ class ScheduleReconciler:
             labels={FINAL_BACKUP_OF: metadata["name"], FINAL_BACKUP_OF_UID: metadata["uid"]},
             annotations={DELETION_POLICY: RETAIN},
         )
-        try:
-            await self.local.create(BACKUPS, backup)
-        except kube.AlreadyExistsError:
-            return  # made before a restart: the name is the deletion time
-        await self.events.record(
-            schedule, "Normal", "FinalBackupCreated", f"final Backup {name} before deletion"
+        # Made before a restart, if it exists: the name is the deletion time.
+        await self._create_once(
+            schedule, backup, "FinalBackupCreated", f"final Backup {name} before deletion"
         )
 
     async def _report_final(
