@@ -3,7 +3,7 @@
 Both are served over real gRPC by the SDK's runtime, each in its own process,
 and called by the same client with the same requests: the fullest example
 (``examples/restore``: source, backup, restore, every composed resource
-observed ready). Four rows:
+observed ready). Six rows:
 
 - the floor: a no-op SDK function, given distinct requests;
 - ours as it serves by default, with no cache, given distinct requests: each
@@ -11,7 +11,11 @@ observed ready). Four rows:
 - ours with its response cache (``--cache-entries 4096``), given the same kind
   of distinct requests: every call misses, and pays for looking;
 - the same server given one request again and again, only its tag differing,
-  as Crossplane repeats a request while nothing changes: every call hits.
+  as Crossplane repeats a request while nothing changes: every call hits;
+- each half of our work alone (``bench.partial_function``): reading and
+  composing without writing the answer, and writing a stored answer without
+  reading or composing. A goal one half misses alone is out of reach of any
+  change to the other.
 
 Each round measures every row at one stream (p50/p90/p99 latency) and at
 ``--streams`` concurrent streams on one channel (calls/s), in a rotating order
@@ -205,16 +209,21 @@ def main() -> None:
     args = parser.parse_args()
     requests = Requests(ROOT / "examples" / args.example)
     ours = [str(Path(sys.executable).with_name("function-controlplane")), "serve", "--insecure"]
+    halves = [sys.executable, "-m", "bench.partial_function"]
     with (
         served(sys.executable, "-m", "bench.noop_function") as floor,
         served(*ours, "--address") as uncached,
         served(*ours, "--cache-entries", "4096", "--address") as cached,
+        served(*halves, "read-compose") as read_compose,
+        served(*halves, "write") as write,
     ):
         rows = [
             Row("no-op function (floor)", floor, distinct=True),
             Row("ours, no cache", uncached, distinct=True),
             Row("ours, cache: misses", cached, distinct=True),
             Row("ours, cache: hits", cached, distinct=False),
+            Row("half: read, compose", read_compose, distinct=True),
+            Row("half: write the answer", write, distinct=True),
         ]
         for row in rows:
             one_stream(row.server.address, requests.batch(WARMUP_CALLS, distinct=row.distinct))
@@ -232,13 +241,13 @@ def _print(rows: list[Row], requests: Requests, args: argparse.Namespace) -> Non
         f"{args.calls} calls at 1 stream and {args.stream_calls} calls at {args.streams} streams"
     )
     print(
-        f"{'server':<24}{'p50 ms':>8}{'p90 ms':>8}{'p99 ms':>8}"
+        f"{'server':<26}{'p50 ms':>8}{'p90 ms':>8}{'p99 ms':>8}"
         f"{f'calls/s @{args.streams}':>15}{'CPU ms/call':>13}{'p50 range':>12}"
     )
     for row in rows:
         spread = f"{min(row.p50):.2f}-{max(row.p50):.2f}"
         print(
-            f"{row.name:<24}{median(row.p50):>8.2f}{median(row.p90):>8.2f}"
+            f"{row.name:<26}{median(row.p50):>8.2f}{median(row.p90):>8.2f}"
             f"{median(row.p99):>8.2f}{median(row.per_s):>15.0f}{median(row.cpu_ms):>13.3f}"
             f"{spread:>12}"
         )

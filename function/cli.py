@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import sys
 from importlib import resources
 from pathlib import Path
@@ -57,8 +58,13 @@ def serve(cache_entries: int, cache_mib: int, **options: Any) -> None:
     cache = None
     if cache_entries and cache_mib:
         cache = ResponseCache(max_entries=cache_entries, max_bytes=cache_mib * 1024 * 1024)
+    runner = FunctionRunner(cache)
+    # Everything imported so far lives as long as the process: out of the
+    # collector's sight, a collection walks only what requests made (about
+    # 5 % less CPU per call, see bench/RESULTS.md).
+    gc.freeze()
     try:
-        sdkcli.run(FunctionRunner(cache), **options)
+        sdkcli.run(runner, **options)
     except OSError as error:
         raise click.ClickException(f"cannot serve: {error}") from None
 

@@ -47,13 +47,14 @@ def condition(obj: Mapping[str, Any], type_: str) -> Condition:
     found = item_where(obj, ("status", "conditions"), "type", type_)
     if found is None:
         return Condition(type=type_)
-    get = found.get
-    return Condition(
-        type=type_,
-        status=str(get("status", "Unknown")),
-        reason=str(get("reason", "")),
-        message=str(get("message", "")),
-    )
+    # A view of a protobuf Struct reads each text with one call into upb.
+    text = getattr(found, "text", None)
+    if text is None:
+        get = found.get
+        return Condition(
+            type_, str(get("status", "Unknown")), str(get("reason", "")), str(get("message", ""))
+        )
+    return Condition(type_, text("status", "Unknown"), text("reason", ""), text("message", ""))
 
 
 def item_where(
@@ -75,20 +76,25 @@ def item_where(
     return None
 
 
-@dataclass(frozen=True)
 class Resource:
     """One observed composed resource and its connection details."""
 
-    body: Mapping[str, Any]
-    connection_details: Mapping[str, bytes] = field(default_factory=dict)
-    # Its Ready condition. Every composition asks it of every observed resource,
-    # so it is read here, once, and not lazily: functools.cached_property takes
-    # a lock on Python 3.11 (about 1.7 us on a first read).
-    ready: Condition = field(init=False, repr=False, compare=False)
+    # A plain class with slots, not a frozen dataclass: one is made for every
+    # observed resource of every request, and a frozen dataclass's __init__
+    # costs three times as much.
+    __slots__ = ("body", "connection_details", "ready")
 
-    def __post_init__(self) -> None:
-        """Read the Ready condition (the class is frozen, hence object.__setattr__)."""
-        object.__setattr__(self, "ready", condition(self.body, "Ready"))
+    def __init__(
+        self, body: Mapping[str, Any], connection_details: Mapping[str, bytes] | None = None
+    ) -> None:
+        """Wrap ``body`` and read its Ready condition.
+
+        Every composition asks every observed resource whether it is ready, so
+        the condition is read here, once.
+        """
+        self.body = body
+        self.connection_details: Mapping[str, bytes] = connection_details or {}
+        self.ready = condition(body, "Ready")
 
     def get(self, *path: str) -> Any:
         """The value at ``path`` in its body, or None."""

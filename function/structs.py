@@ -73,6 +73,20 @@ class StructView(Mapping[str, Any]):
                 return StructView(item.struct_value)
         return None
 
+    def text(self, key: str, default: str) -> str:
+        """The string at ``key``; another value as ``str()`` of it; ``default`` when missing.
+
+        Reads a condition's status, reason and message for every observed
+        resource of every request: a non-empty string costs one call into upb.
+        """
+        value = self._fields.get(key)
+        if value is None:
+            return default
+        text: str = value.string_value
+        if text or value.WhichOneof("kind") == "string_value":
+            return text
+        return str(_lazy(value))
+
     def _value_at(self, path: tuple[str, ...]) -> struct_pb2.Value | None:
         # Reading the struct_value of a Value that holds something else gives
         # protobuf's empty default Struct, in which every key is missing: a

@@ -82,6 +82,13 @@ READ_CASES = [
         Condition("Ready", "False"),
     ),
     ReadCase(
+        "an empty string is read as it is, not as the default",
+        {"status": {"conditions": [{"type": "Ready", "status": "", "message": "x"}]}},
+        ("status", "conditions", "type"),
+        None,
+        Condition("Ready", "", "", "x"),
+    ),
+    ReadCase(
         "a step through null gives None",
         {"status": None},
         ("status", "conditions"),
