@@ -61,7 +61,7 @@ def serve(cache_entries: int, cache_mib: int, **options: Any) -> None:
     runner = FunctionRunner(cache)
     # Everything imported so far lives as long as the process: out of the
     # collector's sight, a collection walks only what requests made (about
-    # 5 % less CPU per call, see bench/RESULTS.md).
+    # 6 % less CPU per call, see bench/RESULTS.md).
     gc.freeze()
     try:
         sdkcli.run(runner, **options)

@@ -93,7 +93,9 @@ class Resource:
         the condition is read here, once.
         """
         self.body = body
-        self.connection_details: Mapping[str, bytes] = connection_details or {}
+        self.connection_details: Mapping[str, bytes] = (
+            {} if connection_details is None else connection_details
+        )
         self.ready = condition(body, "Ready")
 
     def get(self, *path: str) -> Any:
