@@ -1,7 +1,9 @@
 """Restore a hosted control plane from a Backup's archive.
 
 The archive is downloaded to a temporary file and verified whole (every
-checksum, no path leaving its root) before anything is applied. Objects are
+checksum, no path leaving its root) before anything is applied. A
+``WebIdentity`` Backup's archive is read as the ServiceAccount its team role
+trusts, with a token minted for it (``Restorer``'s ``web_identity``). Objects are
 then applied with server-side apply, step by step in the contract's order
 (``provider.backup.restore_steps``), waiting for each custom type's CRD to be
 Established first; within a step a bounded pool of applies runs at once, and
@@ -304,7 +306,7 @@ class Restorer:
 def _why(error: KubeError) -> str:
     """Why a token could not be minted, as an operator can act on it."""
     if isinstance(error, ForbiddenError):
-        return "forbidden (the provider needs create on its serviceaccounts/token)"
+        return "forbidden (the provider's RBAC must allow create on its serviceaccounts/token)"
     if isinstance(error, NotFoundError):
         return "no such ServiceAccount"
     return str(error)
