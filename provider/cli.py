@@ -44,7 +44,7 @@ from provider.configs import (
 )
 from provider.controller import Controller, desired_state_changed
 from provider.instances import InstanceAPI
-from provider.kube import Cluster, JsonObject
+from provider.kube import Cluster, JsonObject, ServiceAccountRef
 from provider.managed.reconciler import Reconciler
 from provider.model import (
     CLUSTER_PROVIDER_CONFIG_USAGES,
@@ -71,6 +71,15 @@ MINIMUM_POLL_SECONDS = 1.0
 MINIMUM_SYNC_SECONDS = 1.0
 DIGITS = re.compile(r"[0-9]+")
 BARE_SECONDS = re.compile(r"[0-9]+(\.[0-9]+)?")
+# The backup controller's ServiceAccount (deploy/backup-controller), which irsa
+# team roles trust.
+DEFAULT_WEB_IDENTITY_SERVICE_ACCOUNT = "controlplane-system/controlplane-backup"
+# A namespace is a DNS-1123 label, a ServiceAccount's name a DNS-1123 subdomain.
+_DNS_LABEL = "[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?"
+SERVICE_ACCOUNT = re.compile(
+    rf"(?P<namespace>{_DNS_LABEL})/(?P<name>{_DNS_LABEL}(?:\.{_DNS_LABEL})*)"
+)
+MAX_NAME = 253
 
 
 @dataclass(frozen=True)
@@ -88,6 +97,8 @@ class Options:
     lease: str
     debug: bool
     s3_endpoints: EndpointPolicy
+    # The provider's: whose identity restores of WebIdentity Backups use; None: its own.
+    web_identity_service_account: ServiceAccountRef | None = None
     # The Backup controller's: how long a deleted schedule waits for its final Backup.
     final_backup_timeout: float = parse_go_duration(DEFAULT_FINAL_BACKUP_TIMEOUT)
 
@@ -161,6 +172,33 @@ class Count(click.ParamType[int]):
             flag = _flag_name(param)
             self.fail(f"{text!r} is not a whole number of at least 1; e.g. {flag}=10", param, ctx)
         return int(text)
+
+
+class ServiceAccountName(click.ParamType[ServiceAccountRef | None]):
+    """``NAMESPACE/NAME`` of a ServiceAccount; empty for none."""
+
+    name = "namespace/name"
+
+    def convert(
+        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
+    ) -> ServiceAccountRef | None:
+        """The ServiceAccount, or None; a usage error naming the flag and the rule when bad."""
+        if value is None or isinstance(value, ServiceAccountRef):
+            return value
+        text = str(value).strip()
+        if not text:
+            return None
+        found = SERVICE_ACCOUNT.fullmatch(text)
+        if found is None or len(found["name"]) > MAX_NAME:
+            flag = _flag_name(param)
+            self.fail(
+                f"{text!r} is not NAMESPACE/NAME (a DNS-1123 label, a slash, then a DNS-1123 "
+                f"name of at most {MAX_NAME} characters); e.g. "
+                f"{flag}={DEFAULT_WEB_IDENTITY_SERVICE_ACCOUNT}",
+                param,
+                ctx,
+            )
+        return ServiceAccountRef(found["namespace"], found["name"])
 
 
 def _flag_name(param: click.Parameter | None) -> str:
@@ -252,6 +290,19 @@ PROVIDER_FLAGS: list[Flag] = [
         show_envvar=True,
         help="The same as --poll; a bare number is seconds.",
     ),
+    click.option(
+        "--web-identity-service-account",
+        type=ServiceAccountName(),
+        default=DEFAULT_WEB_IDENTITY_SERVICE_ACCOUNT,
+        show_default=True,
+        show_envvar=True,
+        help=(
+            "NAMESPACE/NAME of the ServiceAccount that an irsa team role trusts (the backup "
+            "controller's): a restore of a WebIdentity Backup reads the archive with a token "
+            "of it, minted with the TokenRequest API for audience sts.amazonaws.com only. "
+            "Empty: the provider's own AWS_WEB_IDENTITY_TOKEN_FILE."
+        ),
+    ),
 ]
 
 
@@ -316,7 +367,9 @@ def provider_options(**flags: Any) -> Options:
     seconds = poll if poll is not None else poll_interval
     if seconds is None:
         seconds = parse_go_duration(DEFAULT_POLL)
-    return _options(PROVIDER, float(seconds), **flags)
+    web_identity = flags.pop("web_identity_service_account")
+    options = _options(PROVIDER, float(seconds), **flags)
+    return dataclasses.replace(options, web_identity_service_account=web_identity)
 
 
 @click.command(PROVIDER, context_settings=_env_prefix(PROVIDER))
@@ -419,7 +472,11 @@ def provider_controllers(
     queue: RateLimitingQueue[tuple[str, str]] = RateLimitingQueue()
     connector = SpacesConnector(
         cluster,
-        restorer=Restorer(cluster, endpoints=options.s3_endpoints),
+        restorer=Restorer(
+            cluster,
+            endpoints=options.s3_endpoints,
+            web_identity=options.web_identity_service_account,
+        ),
         on_request=metrics.record_api_request,
         cache=cache,
         on_control_plane=queue.add,

@@ -1,7 +1,9 @@
 """Restore a hosted control plane from a Backup's archive.
 
 The archive is downloaded to a temporary file and verified whole (every
-checksum, no path leaving its root) before anything is applied. Objects are
+checksum, no path leaving its root) before anything is applied. A
+``WebIdentity`` Backup's archive is read as the ServiceAccount its team role
+trusts, with a token minted for it (``Restorer``'s ``web_identity``). Objects are
 then applied with server-side apply, step by step in the contract's order
 (``provider.backup.restore_steps``), waiting for each custom type's CRD to be
 Established first; within a step a bounded pool of applies runs at once, and
@@ -49,9 +51,22 @@ from provider.backup.restore_steps import (
     plan,
     resume_point,
 )
-from provider.backup.storage import StorageError, Store
+from provider.backup.storage import (
+    STS_AUDIENCE,
+    AssumeRoleWith,
+    StorageError,
+    StorageSpec,
+    Store,
+)
 from provider.backup.tenancy import EndpointPolicy, TenancyError, check_key
-from provider.kube import CRDS, Cluster, KubeError, NotFoundError
+from provider.kube import (
+    CRDS,
+    Cluster,
+    ForbiddenError,
+    KubeError,
+    NotFoundError,
+    ServiceAccountRef,
+)
 from provider.managed import meta
 
 FIELD_MANAGER = "controlplane-restore"
@@ -61,6 +76,9 @@ CRD_POLL_SECONDS = 1.0
 APPLY_CONCURRENCY = 16
 # Objects parsed per call into the worker thread.
 PARSE_BATCH = 64
+# The lifetime of a web identity token minted for a restore: the download's
+# role session is assumed, and renewed, with it (the API's minimum is 600).
+WEB_IDENTITY_TOKEN_SECONDS = 3600
 # Owners whose UIDs are remembered: many objects share a few owners (a composite
 # and its managed resources), so a small cache saves most reads, at a fixed size.
 OWNER_CACHE = 1024
@@ -117,14 +135,21 @@ class Restorer:
         endpoints: EndpointPolicy | None = None,
         limits: archive.Limits | None = None,
         concurrency: int = APPLY_CONCURRENCY,
+        web_identity: ServiceAccountRef | None = None,
     ) -> None:
-        """``local`` holds the Backups; ``endpoints`` are the S3 endpoints the operator allows."""
+        """``local`` holds the Backups; ``endpoints`` are the S3 endpoints the operator allows.
+
+        ``web_identity`` is the ServiceAccount whose identity reads a
+        ``WebIdentity`` Backup's archive: the one its team role trusts, the
+        backup controller's. None: the provider's own projected token.
+        """
         self.local = local
         self.store = store
         self.crd_timeout = crd_timeout
         self.endpoints = endpoints or EndpointPolicy()
         self.limits = limits or archive.Limits()
         self.concurrency = concurrency
+        self.web_identity = web_identity
 
     async def restore(
         self,
@@ -171,11 +196,10 @@ class Restorer:
         recorded: Mapping[str, Any] | None,
     ) -> Outcome:
         storage, key, sha256, size = await self._archive_of(namespace, backup_name)
+        spec = await self._storage_spec(storage, namespace)
         with tempfile.TemporaryFile() as file:
             try:
-                digest = await asyncio.to_thread(
-                    self._download, storage, namespace, key, size, file
-                )
+                digest = await asyncio.to_thread(self._download, spec, key, size, file)
             except StorageError as error:
                 msg = f"cannot fetch the archive of Backup {backup_name}: {error}"
                 raise RestoreError(msg) from None
@@ -249,13 +273,43 @@ class Restorer:
             raise RestoreError(msg)
         return storage, key, sha256, size
 
-    def _download(
-        self, storage: Mapping[str, Any], namespace: str, key: str, size: int, file: IO[bytes]
-    ) -> str:
+    async def _storage_spec(self, storage: Mapping[str, Any], namespace: str) -> StorageSpec:
+        """The Backup's storage; a ``WebIdentity`` one with a token of ``web_identity``.
+
+        An irsa team role trusts one subject, the backup controller's
+        ServiceAccount, never the provider's own. As EKS's pod identity webhook
+        projects a token for a pod, the provider asks the TokenRequest API for
+        one of that account, for STS's audience only: the API server takes no
+        token of that audience, so it reaches STS as that account and nothing
+        in the cluster.
+        """
+        spec = storage_spec(storage, namespace)
+        account = self.web_identity
+        if account is None or spec.assume_role_with != AssumeRoleWith.WEB_IDENTITY:
+            return spec
+        try:
+            token = await self.local.service_account_token(
+                account, audiences=[STS_AUDIENCE], expiration_seconds=WEB_IDENTITY_TOKEN_SECONDS
+            )
+        except KubeError as error:
+            msg = f"cannot get a web identity token for ServiceAccount {account}: {_why(error)}"
+            raise RestoreError(msg) from None
+        return replace(spec, web_identity_token=token)
+
+    def _download(self, spec: StorageSpec, key: str, size: int, file: IO[bytes]) -> str:
         """Stream the archive into ``file``, never more than its recorded ``size``."""
         sink = _HashingFile(file)
-        self.store(storage_spec(storage, namespace)).download(key, sink, limit=size)
+        self.store(spec).download(key, sink, limit=size)
         return sink.digest.hexdigest()
+
+
+def _why(error: KubeError) -> str:
+    """Why a token could not be minted, as an operator can act on it."""
+    if isinstance(error, ForbiddenError):
+        return "forbidden (the provider's RBAC must allow create on its serviceaccounts/token)"
+    if isinstance(error, NotFoundError):
+        return "no such ServiceAccount"
+    return str(error)
 
 
 class _Reporter:

@@ -5,7 +5,8 @@ storage's ``assumeRoleWith`` says: ``AssumeRole`` chains from the pod's own
 identity (boto3's default credential chain: environment, web identity, EKS Pod
 Identity) with the namespace as ExternalId; ``WebIdentity`` calls
 ``sts:AssumeRoleWithWebIdentity`` with the pod's projected service account token
-straight into the role. Either way the role's credentials are refreshed before
+(or one the caller minted for the account the role trusts: a restore's) straight
+into the role. Either way the role's credentials are refreshed before
 they expire. ``Store.writer`` hands out a ``MultipartWriter``: a writable
 binary stream (what ``tarfile.open(fileobj=..., mode="w|gz")`` needs) that holds
 at most one part in memory and uploads the parts as they fill.
@@ -23,7 +24,7 @@ import logging
 import os
 import time
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum, StrEnum
 from pathlib import Path
 from types import TracebackType
@@ -79,6 +80,9 @@ ABORT_RETRY_DELAYS: Final = (1.0, 5.0)
 
 # Where EKS (and the AWS SDKs) find the pod's projected service account token.
 WEB_IDENTITY_TOKEN_FILE: Final = "AWS_WEB_IDENTITY_TOKEN_FILE"  # noqa: S105 (a variable name)
+# The audience of the tokens EKS projects for IRSA, which an IAM OIDC provider's
+# ``aud`` condition names.
+STS_AUDIENCE: Final = "sts.amazonaws.com"
 
 
 class StorageError(Exception):
@@ -108,6 +112,9 @@ class StorageSpec:
         assume_role_with: ``AssumeRole`` (chain from the pod's own identity) or
             ``WebIdentity`` (the pod's projected token straight into the role); any
             other value is refused at ``Store.connect``.
+        web_identity_token: With ``WebIdentity``, the token to use instead of the
+            one in AWS_WEB_IDENTITY_TOKEN_FILE (a token a restore minted for the
+            account the role trusts); empty for the file. Never in the repr.
     """
 
     bucket: str
@@ -116,6 +123,7 @@ class StorageSpec:
     endpoint: str = ""
     external_id: str = ""
     assume_role_with: str = AssumeRoleWith.ASSUME_ROLE
+    web_identity_token: str = field(default="", repr=False)
 
 
 class Store:
@@ -135,10 +143,12 @@ class Store:
         with ``spec.role_arn``, an STS client (its endpoint from AWS_ENDPOINT_URL_STS
         or AWS_ENDPOINT_URL when set) assumes the role with ``spec.external_id``.
         With ``WebIdentity`` an unsigned STS client calls AssumeRoleWithWebIdentity
-        with the token in AWS_WEB_IDENTITY_TOKEN_FILE into ``spec.role_arn`` (never
-        the pod's AWS_ROLE_ARN), reading the file again at every refresh (the kubelet
-        rotates it). Either way the role is assumed at once, so a role that cannot
-        be assumed fails here, and again before its credentials expire.
+        into ``spec.role_arn`` (never the pod's AWS_ROLE_ARN) with
+        ``spec.web_identity_token`` when given (at every refresh too, so it must
+        outlive the store's use), else with the token in AWS_WEB_IDENTITY_TOKEN_FILE,
+        reading the file again at every refresh (the kubelet rotates it). Either
+        way the role is assumed at once, so a role that cannot be assumed fails
+        here, and again before its credentials expire.
 
         Args:
             spec: The bucket, region, role and endpoint.
@@ -159,8 +169,9 @@ class Store:
             try:
                 session = boto3.session.Session(region_name=spec.region or None)
                 if method is AssumeRoleWith.WEB_IDENTITY:
+                    token = _token_source(spec.web_identity_token, action)
                     session = _role_session(
-                        session, _web_identity(session, spec.role_arn, session_name, action)
+                        session, _web_identity(session, spec.role_arn, session_name, token)
                     )
                 elif spec.role_arn:
                     session = _role_session(
@@ -511,8 +522,8 @@ def _assume_role(base: Any, role_arn: str, session_name: str, external_id: str) 
     return assume
 
 
-def _web_identity(base: Any, role_arn: str, session_name: str, action: str) -> Assume:
-    """sts:AssumeRoleWithWebIdentity into the role with the pod's projected token."""
+def _web_identity(base: Any, role_arn: str, session_name: str, token: Callable[[], str]) -> Assume:
+    """sts:AssumeRoleWithWebIdentity into the role with the web identity ``token()``."""
     # Unsigned, as the call is: the pod's own credentials (the default chain would
     # itself assume AWS_ROLE_ARN with the same token) are neither needed nor used.
     sts = base.client("sts", config=_CLIENT_CONFIG.merge(Config(signature_version=UNSIGNED)))
@@ -521,11 +532,18 @@ def _web_identity(base: Any, role_arn: str, session_name: str, action: str) -> A
         answer = sts.assume_role_with_web_identity(
             RoleArn=role_arn,
             RoleSessionName=session_name,
-            WebIdentityToken=_read_token(action),
+            WebIdentityToken=token(),
         )
         return _credentials(answer["Credentials"])
 
     return assume
+
+
+def _token_source(given: str, action: str) -> Callable[[], str]:
+    """Where each assumption takes its token from: ``given``, or else the projected file."""
+    if given:
+        return lambda: given
+    return lambda: _read_token(action)
 
 
 def _read_token(action: str) -> str:

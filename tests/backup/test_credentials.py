@@ -15,7 +15,9 @@ not the team role's cannot write under the team's prefix.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import hashlib
 import io
 import json
 import logging
@@ -30,16 +32,25 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
+from kubernetes.client.exceptions import ApiException
 
 from function.compose import Outcome, compose
+from provider.backup import restore_steps
 from provider.backup.backups import storage_spec
-from provider.backup.storage import StorageError, Store
+from provider.backup.restore import RestoreError, Restorer
+from provider.backup.storage import StorageError, StorageSpec, Store
+from provider.kube import Cluster, ServiceAccountRef
 from sandbox.awsstandin.cloud import Cloud, Endpoints
 from sandbox.awsstandin.identities import Identities, SeaweedAdmin
 from sandbox.awsstandin.podidentity import Association, PodIdentityAgent
 from sandbox.awsstandin.sts import Bridge, StsServer
 from sandbox.s3 import Moto, SeaweedFS, credentials_environment
+from sandbox.spaces import Kube
 from tests import builders as b
+from tests.backup.test_archive import CONFIGMAPS
+from tests.backup.test_archive_limits import NAMESPACES as NAMESPACE_TYPE
+from tests.backup.test_archive_limits import meta, written
 from tests.servers import Proxy, proxy
 from tests.tokens import service_account_token, write_token
 
@@ -485,3 +496,169 @@ def test_the_writer_renews_the_roles_credentials_before_they_expire(
         assert set(values) == {TEAM}
     else:
         assert values[0] != values[-1], "the renewal sent the token it started with"
+
+
+# --- restores of irsa Backups ---------------------------------------------------------
+#
+# The provider runs as its own ServiceAccount, which an irsa team role does not
+# trust: it reads the archive with a token it mints (TokenRequest) for the account
+# it is configured with. Here the local cluster is a real API server: its
+# ServiceAccounts, its issuer (the team role trusts it as the cluster's OIDC
+# provider) and the tokens it signs are real.
+
+SYSTEM_NAMESPACE = "controlplane-system"
+# A ServiceAccount of the controller's namespace that no team role trusts.
+OTHER_ACCOUNT = "provider-controlplane"
+
+
+@dataclass(frozen=True)
+class IrsaRestore:
+    reason: str
+    # The ServiceAccount the provider is configured with (--web-identity-service-account).
+    account: str
+    # Empty: restored; else in the restore's failure message.
+    refused: str = ""
+    # Part of the STS bridge's reason for refusing, when it refuses.
+    sts_refused: str = ""
+
+
+IRSA_RESTORES = [
+    IrsaRestore(
+        "An irsa Backup is restored with a token of the backup controller's ServiceAccount, "
+        "which its team role trusts, with no projected token of the provider's own",
+        CONTROLLER_ACCOUNT,
+    ),
+    IrsaRestore(
+        "A provider configured with another ServiceAccount is refused by STS: the role trusts "
+        "one subject",
+        OTHER_ACCOUNT,
+        refused="with web identity for s3://{bucket} failed: AccessDenied (HTTP 403, "
+        "AssumeRoleWithWebIdentity)",
+        sts_refused="the conditions of the statements allowing sts:AssumeRoleWithWebIdentity",
+    ),
+    IrsaRestore(
+        "A ServiceAccount that does not exist fails the restore, naming it",
+        "missing",
+        refused=f"cannot get a web identity token for ServiceAccount {SYSTEM_NAMESPACE}/missing: "
+        "no such ServiceAccount",
+    ),
+]
+
+
+def upload_backup(local: Kube, storage: dict[str, Any], seaweed: SeaweedFS, app: str) -> str:
+    """An archive of namespace ``app`` and a ConfigMap in the team's prefix, and its
+    Completed Backup in the local cluster; the Backup's name."""
+    data = written(
+        (NAMESPACE_TYPE, meta(app)),
+        (CONFIGMAPS, meta("settings", app, data={"restored": "yes"})),
+    )
+    name = f"irsa-{uuid.uuid4().hex[:8]}"
+    key = f"{storage['prefix']}{name}.tar.gz"
+    with pytest.MonkeyPatch.context() as admin:
+        seaweed.configure(admin)
+        admin_store = Store.connect(StorageSpec(storage["bucket"], endpoint=seaweed.endpoint))
+        with admin_store.writer(key) as out:
+            out.write(data)
+    local.namespace(TEAM)
+    local.create(
+        "backups",
+        {
+            "apiVersion": "controlplane.spaces.upbound.io/v1alpha1",
+            "kind": "Backup",
+            "metadata": {"name": name, "namespace": TEAM},
+            "spec": {"instanceRef": {"name": "origin"}, "storage": storage, "ttl": "168h"},
+        },
+    )
+    local.custom.patch_namespaced_custom_object_status(
+        "controlplane.spaces.upbound.io",
+        "v1alpha1",
+        TEAM,
+        "backups",
+        name,
+        {
+            "status": {
+                "phase": "Completed",
+                "location": {"bucket": storage["bucket"], "key": key},
+                "sha256": hashlib.sha256(data).hexdigest(),
+                "size": len(data),
+            }
+        },
+    )
+    return name
+
+
+def service_accounts(local: Kube, *names: str) -> None:
+    local.namespace(SYSTEM_NAMESPACE)
+    for name in names:
+        with contextlib.suppress(ApiException):
+            local.core.create_namespaced_service_account(
+                SYSTEM_NAMESPACE, {"metadata": {"name": name}}
+            )
+
+
+@pytest.mark.parametrize("case", IRSA_RESTORES, ids=lambda case: case.reason)
+def test_the_provider_restores_an_irsa_backup_as_the_service_account_its_role_trusts(
+    case: IrsaRestore,
+    aws: Aws,
+    seaweed: SeaweedFS,
+    local: Kube,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    service_accounts(local, CONTROLLER_ACCOUNT, OTHER_ACCOUNT)
+    # The team role trusts the local cluster's issuer as EKS's OIDC provider.
+    issuer = local.server.url.removeprefix("https://")
+    trust = {
+        "irsa": {
+            "oidcProviderArn": f"arn:aws:iam::{ACCOUNT}:oidc-provider/{issuer}",
+            "serviceAccount": {"namespace": SYSTEM_NAMESPACE, "name": CONTROLLER_ACCOUNT},
+        }
+    }
+    bucket = f"restore-{uuid.uuid4().hex[:12]}"
+    seaweed.create_bucket(bucket)
+    storage = create_team_role(aws, trust, bucket, lambda _: None)
+    assert storage["assumeRoleWith"] == "WebIdentity"
+    app = f"app-{uuid.uuid4().hex[:8]}"
+    backup = upload_backup(local, storage, seaweed, app)
+    # The provider's pod: no AWS identity, no projected token of its own.
+    pod_environment(monkeypatch, aws)
+    assert "AWS_WEB_IDENTITY_TOKEN_FILE" not in os.environ
+
+    reports: list[restore_steps.Progress] = []
+
+    async def restore() -> None:
+        kubeconfig = yaml.safe_load(local.server.kubeconfig)
+        cluster = await Cluster.from_kubeconfig(kubeconfig)
+
+        async def seen(progress: restore_steps.Progress) -> None:
+            reports.append(progress)
+
+        try:
+            restorer = Restorer(
+                cluster, web_identity=ServiceAccountRef(SYSTEM_NAMESPACE, case.account)
+            )
+            # The Backup's control plane is the local cluster itself.
+            await restorer.restore(TEAM, backup, kubeconfig, progress=seen)
+        finally:
+            await cluster.close()
+
+    if not case.refused:
+        asyncio.run(restore())
+        assert reports[-1].phase == "Completed"
+        restored = local.core.read_namespaced_config_map("settings", app)
+        assert restored.data == {"restored": "yes"}
+        return
+    with (
+        caplog.at_level(logging.WARNING, "sandbox.awsstandin.sts"),
+        pytest.raises(RestoreError) as failed,
+    ):
+        asyncio.run(restore())
+    refused = case.refused.format(bucket=bucket)
+    assert refused in str(failed.value)
+    assert reports[-1].phase == "Failed"
+    assert refused in str(reports[-1].message)
+    reasons = [getattr(r, "fields", {}).get("why", "") for r in caplog.records]
+    assert case.sts_refused in " ".join(reasons), reasons
+    assert "eyJ" not in str(failed.value), "no token in the message"
+    with pytest.raises(ApiException, match="Not Found"):
+        local.core.read_namespace(app)

@@ -19,7 +19,7 @@ from provider.backup.backups import BackupReconciler
 from provider.backup.restore import RestoreError, Restorer
 from provider.backup.storage import StorageSpec, Store
 from provider.backup.tenancy import EndpointPolicy
-from provider.kube import Cluster
+from provider.kube import Cluster, ServiceAccountRef
 from sandbox.apiserver import APIServer, APIServerFactory, Etcd
 from sandbox.s3 import SeaweedFS
 from sandbox.spaces import PROVIDER_CRDS, Kube, wait_for
@@ -328,9 +328,12 @@ def test_a_control_plane_backed_up_to_s3_comes_back_equal_in_a_fresh_one(
 
 async def restore_again(planes: Planes, endpoint: str) -> int:
     local = await Cluster.from_kubeconfig(yaml.safe_load(planes.local.server.kubeconfig))
+    # Configured for irsa Backups as the provider is by default: an AssumeRole
+    # Backup mints no token (the account does not even exist here).
+    web_identity = ServiceAccountRef("controlplane-system", "controlplane-backup")
     try:
         outcome = await Restorer(
-            local, crd_timeout=60, endpoints=operator_allows(endpoint)
+            local, crd_timeout=60, endpoints=operator_allows(endpoint), web_identity=web_identity
         ).restore(NAMESPACE, "myctp-1", yaml.safe_load(planes.target.server.kubeconfig))
         return outcome.objects
     finally:

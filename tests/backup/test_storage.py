@@ -15,6 +15,7 @@ import random
 import tarfile
 import tracemalloc
 import urllib.error
+import urllib.parse
 import urllib.request
 import uuid
 from collections.abc import Callable, Iterator
@@ -27,6 +28,8 @@ import pytest
 from provider.backup.storage import ABORT_RETRY_DELAYS, MIB, StorageError, StorageSpec, Store
 from sandbox.apiserver import free_port
 from sandbox.s3 import Moto, SeaweedFS, use_credentials
+from tests.servers import proxy
+from tests.tokens import write_token
 
 PART = 5 * MIB
 
@@ -500,6 +503,49 @@ def test_an_unreadable_token_file_is_named_by_its_variable_and_its_error_only(
         f"assume role {WEB_IDENTITY_ROLE} with web identity for s3://b failed: "
         "cannot read AWS_WEB_IDENTITY_TOKEN_FILE (FileNotFoundError)"
     )
+
+
+@dataclass(frozen=True)
+class GivenToken:
+    reason: str
+    # The token file's content; None: AWS_WEB_IDENTITY_TOKEN_FILE is not set.
+    file: str | None
+
+
+GIVEN_TOKENS = [
+    GivenToken("A given token is used where no projected token is set", None),
+    GivenToken("A given token wins over the pod's own projected token", "eyJ.the-pods-own.token"),
+]
+
+
+@pytest.mark.parametrize("case", GIVEN_TOKENS, ids=lambda c: c.reason)
+def test_a_spec_with_a_web_identity_token_assumes_the_role_with_it_and_never_shows_it(
+    case: GivenToken, moto_sts: Moto, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    given = f"eyJ.minted-for-a-restore-{uuid.uuid4().hex}.sig"
+    spec = StorageSpec(
+        "b",
+        "us-east-1",
+        role_arn=WEB_IDENTITY_ROLE,
+        assume_role_with="WebIdentity",
+        web_identity_token=given,
+    )
+    with proxy(moto_sts.endpoint) as sts:
+        use_credentials(monkeypatch, "AKPOD", "pod-secret", AWS_ENDPOINT_URL_STS=sts.address)
+        if case.file is not None:
+            monkeypatch.setenv(
+                "AWS_WEB_IDENTITY_TOKEN_FILE", str(write_token(tmp_path / "t", case.file))
+            )
+
+        Store.connect(spec)
+
+    forms = [urllib.parse.parse_qs(body.decode()) for body in sts.bodies]
+    sent = [
+        f["WebIdentityToken"][0] for f in forms if f.get("Action") == ["AssumeRoleWithWebIdentity"]
+    ]
+    assert sent == [given]
+    assert given not in repr(spec)
+    assert given not in str(spec)
 
 
 @dataclass(frozen=True)

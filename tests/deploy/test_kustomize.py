@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import subprocess
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import pytest
 import yaml
 
-from sandbox.apiserver import APIServerFactory
+from sandbox.apiserver import APIServerFactory, Etcd
 from tests.schemas import ROOT
 
 KUBECTL = ROOT / ".tools" / "bin" / "kubectl"
@@ -50,10 +51,18 @@ BASES = [
         ),
     ),
     BaseCase(
-        "The provider's extra base lets it read Backups for restores.",
+        "The provider's extra base lets it read Backups and mint the backup controller's "
+        "web identity tokens for restores.",
         "deploy/provider",
         frozenset(
-            {"DeploymentRuntimeConfig", "ClusterRole", "ClusterRoleBinding", "NetworkPolicy"}
+            {
+                "DeploymentRuntimeConfig",
+                "ClusterRole",
+                "ClusterRoleBinding",
+                "Role",
+                "RoleBinding",
+                "NetworkPolicy",
+            }
         ),
     ),
 ]
@@ -118,17 +127,28 @@ def test_kubectl_kustomize_builds_the_base(case: BaseCase) -> None:
     assert kinds == case.kinds
 
 
-def test_the_backup_controller_base_applies_to_a_real_api_server(
-    apiserver_factory: APIServerFactory,
-) -> None:
-    server = apiserver_factory(name="deploy")
-    kubeconfig = ["--kubeconfig", str(server.kubeconfig_path)]
-    result = kubectl(
-        "apply", "--server-side", "-k", str(ROOT / "deploy" / "backup-controller"), *kubeconfig
-    )
-    assert result.returncode == 0, result.stderr
+@pytest.fixture(scope="module")
+def applied(kube_etcd: Etcd) -> Iterator[list[str]]:
+    """A real API server with the Backup controller's base and the provider's RBAC applied.
+
+    The provider's whole base holds a DeploymentRuntimeConfig, which needs
+    Crossplane's CRDs: its RBAC is applied alone. Yields kubectl's --kubeconfig.
+    """
+    with APIServerFactory(kube_etcd) as factory:
+        server = factory(name="deploy")
+        kubeconfig = ["--kubeconfig", str(server.kubeconfig_path)]
+        for source in (
+            ["-k", str(ROOT / "deploy" / "backup-controller")],
+            ["-f", str(ROOT / "deploy" / "provider" / "rbac.yaml")],
+        ):
+            result = kubectl("apply", "--server-side", *source, *kubeconfig)
+            assert result.returncode == 0, result.stderr
+        yield kubeconfig
+
+
+def test_the_backup_controller_base_applies_to_a_real_api_server(applied: list[str]) -> None:
     shown = kubectl(
-        "get", "deployment,serviceaccount", "-n", "controlplane-system", "-o", "yaml", *kubeconfig
+        "get", "deployment,serviceaccount", "-n", "controlplane-system", "-o", "yaml", *applied
     )
     assert shown.returncode == 0, shown.stderr
     items = yaml.safe_load(shown.stdout)["items"]
@@ -138,21 +158,80 @@ def test_the_backup_controller_base_applies_to_a_real_api_server(
     pod = deployment["spec"]["template"]["spec"]
     assert pod["securityContext"]["runAsNonRoot"] is True
     assert pod["containers"][0]["securityContext"]["readOnlyRootFilesystem"] is True
-    can_list_secrets = kubectl(
-        "auth",
-        "can-i",
-        "list",
-        "secrets",
-        "--as=system:serviceaccount:controlplane-system:controlplane-backup",
-        *kubeconfig,
+
+
+BACKUP_CONTROLLER = "system:serviceaccount:controlplane-system:controlplane-backup"
+PROVIDER = "system:serviceaccount:crossplane-system:provider-controlplane"
+
+
+@dataclass(frozen=True)
+class AccessCase:
+    reason: str
+    user: str
+    # kubectl auth can-i's arguments: verb, resource, and any flags.
+    ask: tuple[str, ...]
+    allowed: bool
+
+
+ACCESS_CASES = [
+    AccessCase(
+        "The Backup controller gets secrets, never lists them.",
+        BACKUP_CONTROLLER,
+        ("list", "secrets"),
+        allowed=False,
+    ),
+    AccessCase(
+        "The Backup controller gets the Instances' connection secrets.",
+        BACKUP_CONTROLLER,
+        ("get", "secrets"),
+        allowed=True,
+    ),
+    AccessCase(
+        "The provider mints tokens of the backup controller's ServiceAccount for restores.",
+        PROVIDER,
+        (
+            "create",
+            "serviceaccounts/controlplane-backup",
+            "--subresource=token",
+            "-n",
+            "controlplane-system",
+        ),
+        allowed=True,
+    ),
+    AccessCase(
+        "The provider mints no token of any other ServiceAccount of that namespace.",
+        PROVIDER,
+        ("create", "serviceaccounts/default", "--subresource=token", "-n", "controlplane-system"),
+        allowed=False,
+    ),
+    AccessCase(
+        "The provider mints no token of a ServiceAccount of that name elsewhere.",
+        PROVIDER,
+        ("create", "serviceaccounts/controlplane-backup", "--subresource=token", "-n", "default"),
+        allowed=False,
+    ),
+    AccessCase(
+        "The provider may not change the backup controller's ServiceAccount itself.",
+        PROVIDER,
+        ("update", "serviceaccounts/controlplane-backup", "-n", "controlplane-system"),
+        allowed=False,
+    ),
+    AccessCase(
+        "The provider reads no secret of the backup controller's namespace.",
+        PROVIDER,
+        ("get", "secrets", "-n", "controlplane-system"),
+        allowed=False,
+    ),
+]
+
+
+@pytest.mark.parametrize("case", ACCESS_CASES, ids=lambda case: case.reason)
+def test_the_shipped_rbac_grants_each_controller_only_what_it_needs(
+    case: AccessCase, applied: list[str]
+) -> None:
+    answer = kubectl("auth", "can-i", *case.ask, f"--as={case.user}", *applied)
+    assert answer.stdout.strip() == ("yes" if case.allowed else "no"), (
+        case.reason,
+        answer.stdout,
+        answer.stderr,
     )
-    assert can_list_secrets.stdout.strip() == "no", "the controller gets secrets, never lists them"
-    can_get_secrets = kubectl(
-        "auth",
-        "can-i",
-        "get",
-        "secrets",
-        "--as=system:serviceaccount:controlplane-system:controlplane-backup",
-        *kubeconfig,
-    )
-    assert can_get_secrets.stdout.strip() == "yes"

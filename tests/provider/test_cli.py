@@ -18,6 +18,7 @@ import yaml
 from click.testing import CliRunner
 
 from provider.cli import Options, backup_main, backup_options, main, provider_options
+from provider.kube import ServiceAccountRef
 from tests.schemas import ROOT
 
 # The variables of the test runner's own environment that the commands read.
@@ -200,6 +201,37 @@ GOOD_CASES = [
         env={"CONTROLPLANE_BACKUP_CONTROLLER_FINAL_BACKUP_TIMEOUT": "10m"},
         command=backup_main,
     ),
+    GoodCase(
+        "Restores of WebIdentity Backups use the backup controller's ServiceAccount by default.",
+        [],
+        {
+            "web_identity_service_account": ServiceAccountRef(
+                "controlplane-system", "controlplane-backup"
+            )
+        },
+    ),
+    GoodCase(
+        "--web-identity-service-account names another NAMESPACE/NAME, dots in the name and all.",
+        ["--web-identity-service-account=backups/writer.team-a"],
+        {"web_identity_service_account": ServiceAccountRef("backups", "writer.team-a")},
+    ),
+    GoodCase(
+        "An empty --web-identity-service-account keeps the provider's own projected token.",
+        ["--web-identity-service-account="],
+        {"web_identity_service_account": None},
+    ),
+    GoodCase(
+        "--web-identity-service-account is read from its variable too.",
+        [],
+        {"web_identity_service_account": ServiceAccountRef("ops", "backup")},
+        env={"CONTROLPLANE_PROVIDER_WEB_IDENTITY_SERVICE_ACCOUNT": "ops/backup"},
+    ),
+    GoodCase(
+        "The backup controller has its own token: it takes no ServiceAccount to borrow.",
+        [],
+        {"web_identity_service_account": None},
+        command=backup_main,
+    ),
 ]
 
 
@@ -310,6 +342,31 @@ BAD_CASES = [
         env={"METRICS_BIND_ADDRESS": "8080"},
     ),
     BadCase(
+        "--web-identity-service-account needs a namespace and a name.",
+        ["--web-identity-service-account=controlplane-backup"],
+        [
+            "'--web-identity-service-account'",
+            "is not NAMESPACE/NAME",
+            "e.g. --web-identity-service-account=controlplane-system/controlplane-backup",
+        ],
+    ),
+    BadCase(
+        "--web-identity-service-account refuses names Kubernetes refuses.",
+        ["--web-identity-service-account", "Team_A/backup"],
+        ["'--web-identity-service-account'", "a DNS-1123 label, a slash, then a DNS-1123 name"],
+    ),
+    BadCase(
+        "--web-identity-service-account refuses a path deeper than NAMESPACE/NAME.",
+        ["--web-identity-service-account=a/b/c"],
+        ["'--web-identity-service-account'", "is not NAMESPACE/NAME"],
+    ),
+    BadCase(
+        "A bad web identity variable names the flag it sets.",
+        [],
+        ["'--web-identity-service-account'", "is not NAMESPACE/NAME"],
+        env={"CONTROLPLANE_PROVIDER_WEB_IDENTITY_SERVICE_ACCOUNT": "nobody"},
+    ),
+    BadCase(
         "The backup controller refuses a bad --sync the same way.",
         ["--sync=1"],
         ["'--sync'", "missing unit", "e.g. --sync="],
@@ -346,6 +403,7 @@ def test_the_help_names_every_crossplane_flag_and_variable() -> None:
         "POD_NAMESPACE",
         "METRICS_BIND_ADDRESS",
         "CONTROLPLANE_PROVIDER_POLL",
+        "--web-identity-service-account",
     ):
         assert name in text, name
 
