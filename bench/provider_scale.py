@@ -231,6 +231,15 @@ def per_instance(
     return {key: value / instances / polls for key, value in delta.items() if value}
 
 
+def print_phase(
+    phase: str, what: str, before: Sample, after: Sample, instances: int, polls: float = 1.0
+) -> None:
+    """One phase between two samples: the requests per Instance (and per poll), then the CPU."""
+    served = (after.served - before.served) / instances / polls
+    print_requests(f"{phase}: {what}", per_instance(before, after, instances, polls), served)
+    print_cpu(f"{phase}:", before, after)
+
+
 def print_requests(title: str, per: dict[tuple[str, str], float], served: float) -> None:
     """The provider's requests by verb and resource, their total, and the servers' count."""
     reads = sum(v for (verb, _), v in per.items() if verb.lower() not in WRITE_VERBS)
@@ -348,26 +357,13 @@ def main() -> None:
     )
     print(f"{'all created after':<56}{created:>10.1f} s")
     print(f"{'all Ready after (from the first create)':<56}{ready_after:>10.1f} s")
-    print_requests(
-        "to Ready: requests per Instance",
-        per_instance(idle, ready, args.instances),
-        (ready.served - idle.served) / args.instances,
+    print_phase("to Ready", "requests per Instance", idle, ready, args.instances)
+    print_phase(
+        "steady state", "requests per Instance per poll", before, after, args.instances, polls
     )
-    print_cpu("to Ready:", idle, ready)
-    print_requests(
-        "steady state: requests per Instance per poll",
-        per_instance(before, after, args.instances, polls),
-        (after.served - before.served) / args.instances / polls,
-    )
-    print_cpu("steady state:", before, after)
     print(f"{'all deleted after':<56}{deleted:>10.1f} s")
     print(f"{'all gone after (from the first delete)':<56}{gone_after:>10.1f} s")
-    print_requests(
-        "to gone: requests per Instance",
-        per_instance(after, gone, args.instances),
-        (gone.served - after.served) / args.instances,
-    )
-    print_cpu("to gone:", after, gone)
+    print_phase("to gone", "requests per Instance", after, gone, args.instances)
     print(f"{'provider RSS in steady state':<56}{steady_rss:>10.1f} MiB")
     print(f"{'provider peak RSS':<56}{peak_rss:>10.1f} MiB")
     print(f"{'load average (1, 5, 15 min) at the end':<56}{os.getloadavg()}")
