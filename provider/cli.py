@@ -54,7 +54,7 @@ from provider.model import (
     PROVIDER_CONFIG_USAGES,
     PROVIDER_CONFIGS,
 )
-from provider.runtime import logs, metrics
+from provider.runtime import dns, logs, metrics
 from provider.runtime.durations import format_go_duration, parse_go_duration
 from provider.runtime.queue import RateLimitingQueue
 from provider.spaces.backend import SpacesConnector, spaces_in_use
@@ -74,12 +74,6 @@ BARE_SECONDS = re.compile(r"[0-9]+(\.[0-9]+)?")
 # The backup controller's ServiceAccount (deploy/backup-controller), which irsa
 # team roles trust.
 DEFAULT_WEB_IDENTITY_SERVICE_ACCOUNT = "controlplane-system/controlplane-backup"
-# A namespace is a DNS-1123 label, a ServiceAccount's name a DNS-1123 subdomain.
-_DNS_LABEL = "[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?"
-SERVICE_ACCOUNT = re.compile(
-    rf"(?P<namespace>{_DNS_LABEL})/(?P<name>{_DNS_LABEL}(?:\.{_DNS_LABEL})*)"
-)
-MAX_NAME = 253
 
 
 @dataclass(frozen=True)
@@ -188,17 +182,18 @@ class ServiceAccountName(click.ParamType[ServiceAccountRef | None]):
         text = str(value).strip()
         if not text:
             return None
-        found = SERVICE_ACCOUNT.fullmatch(text)
-        if found is None or len(found["name"]) > MAX_NAME:
+        # A namespace is a DNS-1123 label, a ServiceAccount's name a DNS-1123 subdomain.
+        namespace, slash, name = text.partition("/")
+        if not (slash and dns.is_label(namespace) and dns.is_subdomain(name)):
             flag = _flag_name(param)
             self.fail(
                 f"{text!r} is not NAMESPACE/NAME (a DNS-1123 label, a slash, then a DNS-1123 "
-                f"name of at most {MAX_NAME} characters); e.g. "
+                f"name of at most {dns.MAX_SUBDOMAIN} characters); e.g. "
                 f"{flag}={DEFAULT_WEB_IDENTITY_SERVICE_ACCOUNT}",
                 param,
                 ctx,
             )
-        return ServiceAccountRef(found["namespace"], found["name"])
+        return ServiceAccountRef(namespace, name)
 
 
 def _flag_name(param: click.Parameter | None) -> str:

@@ -137,7 +137,8 @@ BOUNDARIES = [
         forbidden=("grpc", "grpc_reflection", "grpc_health", "crossplane", "google.protobuf"),
     ),
     Boundary(
-        reason="the provider's runtime (queue, metrics, logs) imports nothing else of it",
+        reason="the provider's runtime (queue, metrics, logs, durations, names) imports "
+        "nothing else of it",
         files=("provider/runtime/**/*.py",),
         forbidden=("provider",),
         allowed=("provider.runtime",),
@@ -158,6 +159,7 @@ BOUNDARIES = [
         reason="the tenancy rules (kubeconfig allow-list, backup prefixes and endpoints) are pure",
         files=("provider/kubeconfig.py", "provider/backup/tenancy.py"),
         forbidden=("provider", "kubernetes", "aiohttp", "boto3", "botocore", "socket", "ssl"),
+        allowed=("provider.runtime.dns",),
     ),
     Boundary(
         reason="the backup archive layout, schedules and restore steps are pure: no I/O",
@@ -174,6 +176,7 @@ BOUNDARIES = [
             "provider.backup.cron",
             "provider.backup.plan",
             "provider.backup.restore_steps",
+            "provider.runtime.dns",
         ),
     ),
     Boundary(

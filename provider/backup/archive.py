@@ -45,6 +45,8 @@ from typing import IO, TYPE_CHECKING, Any, Literal, Self, TypeVar
 
 import yaml
 
+from provider.runtime import dns
+
 if TYPE_CHECKING:
     from _typeshed import ReadableBuffer, SupportsWrite
 
@@ -100,10 +102,6 @@ SERVER_MANAGED_METADATA = frozenset(
     }
 )
 
-_LABEL = "[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?"
-_LABEL_RE = re.compile(_LABEL)
-_SUBDOMAIN_RE = re.compile(rf"{_LABEL}(?:\.{_LABEL})*")
-_MAX_SUBDOMAIN = 253
 _SHA256_RE = re.compile("[0-9a-f]{64}")
 _RFC3339_RE = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:\d{2})")
 _EXTENDED_HEADERS = frozenset(
@@ -319,19 +317,19 @@ def member_path(rtype: ResourceType, obj: Mapping[str, Any]) -> str:
             valid Kubernetes name, or the namespace does not fit the type's scope. Only valid
             names make up a path, so no path can leave the archive's root.
     """
-    if not _is_label(rtype.resource):
+    if not dns.is_label(rtype.resource):
         raise ArchiveError(f"resource {_show(rtype.resource)} is not a valid resource name")
-    if rtype.group and not _is_subdomain(rtype.group):
+    if rtype.group and not dns.is_subdomain(rtype.group):
         raise ArchiveError(f"group {_show(rtype.group)} is not a valid API group")
     metadata = obj.get("metadata")
     if not isinstance(metadata, Mapping):
         raise ArchiveError(f"an object of {rtype.folder} has no metadata")
     name = metadata.get("name")
-    if not _is_subdomain(name):
+    if not dns.is_subdomain(name):
         raise ArchiveError(f"{rtype.folder}: {_show(name)} is not a valid object name")
     namespace = metadata.get("namespace")
     if rtype.namespaced:
-        if not _is_label(namespace):
+        if not dns.is_label(namespace):
             raise ArchiveError(
                 f"{rtype.folder}/{name}: {_show(namespace)} is not a valid namespace name"
             )
@@ -823,7 +821,7 @@ def _place(path: str) -> _Entry:
         return _Entry(path, "export")
     folder, *rest = path.split("/")
     resource, dot, group = folder.partition(".")
-    if not _is_label(resource) or (dot and not _is_subdomain(group)):
+    if not dns.is_label(resource) or (dot and not dns.is_subdomain(group)):
         raise _misfit(path)
     if rest == [METADATA_FILE]:
         return _Entry(path, "metadata", folder)
@@ -831,12 +829,12 @@ def _place(path: str) -> _Entry:
     match rest:
         case ["cluster", file]:
             namespace = None
-        case ["namespaces", namespace, file] if _is_label(namespace):
+        case ["namespaces", namespace, file] if dns.is_label(namespace):
             pass
         case _:
             raise _misfit(path)
     name = file.removesuffix(".yaml")
-    if name == file or not _is_subdomain(name):
+    if name == file or not dns.is_subdomain(name):
         raise _misfit(path)
     return _Entry(path, "object", folder, namespace, name)
 
@@ -963,7 +961,7 @@ def _read_type(entry: _Entry, data: bytes, limits: Limits) -> ResourceType:
     )
     if rtype.folder != entry.folder:
         raise ArchiveError(f"{entry.path} describes another folder's type")
-    if not _is_label(rtype.version) or not rtype.kind:
+    if not dns.is_label(rtype.version) or not rtype.kind:
         raise ArchiveError(f"{entry.path}: version or kind is not valid")
     return rtype
 
@@ -1064,18 +1062,6 @@ def _copy(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return [_copy(item) for item in value]
     return value
-
-
-def _is_label(value: object) -> bool:
-    return isinstance(value, str) and _LABEL_RE.fullmatch(value) is not None
-
-
-def _is_subdomain(value: object) -> bool:
-    return (
-        isinstance(value, str)
-        and len(value) <= _MAX_SUBDOMAIN
-        and _SUBDOMAIN_RE.fullmatch(value) is not None
-    )
 
 
 def _show(value: object) -> str:

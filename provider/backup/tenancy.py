@@ -18,14 +18,11 @@ Pure: no S3, no Kubernetes.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
-_LABEL = "[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?"
-_SUBDOMAIN = re.compile(rf"{_LABEL}(?:\.{_LABEL})*")
-_MAX_NAME = 253
+from provider.runtime import dns
 
 
 class TenancyError(ValueError):
@@ -40,13 +37,7 @@ def check_prefix(namespace: str, prefix: str, where: str = "spec.storage.prefix"
     """
     head, _, rest = prefix.partition("/")
     name, slash, tail = rest.partition("/")
-    if (
-        head != namespace
-        or not slash
-        or tail
-        or len(name) > _MAX_NAME
-        or _SUBDOMAIN.fullmatch(name) is None
-    ):
+    if head != namespace or not slash or tail or not dns.is_subdomain(name):
         msg = f"{where} must be {namespace}/<name>/ (its own namespace, then one DNS-1123 name)"
         raise TenancyError(msg)
 
