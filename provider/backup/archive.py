@@ -13,12 +13,13 @@ Core types have no ``.<group>``. A type's ``metadata.yaml`` comes before its
 objects and ``export.yaml`` comes last, since it lists every file's checksum.
 
 Writing streams: each object is serialised on its own and passes to the sink as
-compressed bytes, so memory holds one object plus a path and a digest per file.
+compressed bytes, so memory holds one object; every file's path and sha256 waits
+for ``export.yaml`` in a private temporary SQLite database (``FileList``).
 Reading takes two streaming passes over the same bytes: ``verify`` checks all
 of it before anything is applied, ``objects`` yields the objects and checks each
-file again, since the bytes are read twice. Between the passes every file's path
-and sha256 waits in a private temporary SQLite database (``FileList``) rather
-than in memory, so a reader's memory does not grow with the archive.
+file again, since the bytes are read twice. Between the passes the files' paths
+and digests wait in a ``FileList`` too, so neither a writer's nor a reader's
+memory grows with the archive.
 
 Pure: no Kubernetes, no S3, no network; the one local I/O is that scratch
 database, which SQLite keeps in a small page cache and spills to a deleted file.
@@ -171,7 +172,8 @@ class FileList:
 
     A private temporary SQLite database (deleted when closed or collected) holds
     them: its page cache is bounded, the rest spills to disk, and its indexes find
-    a path without a map in memory. ``verify`` fills it, ``objects`` reads it.
+    a path without a map in memory. ``ArchiveWriter`` fills it as it writes and reads
+    it into ``export.yaml``; ``verify`` fills it and ``objects`` reads it.
     """
 
     def __init__(self) -> None:
@@ -359,8 +361,9 @@ def restore_phase(rtype: ResourceType) -> int:
 class ArchiveWriter:
     """Writes an archive into a sink as a stream, one object at a time.
 
-    Memory holds the object being written plus one path and digest per file,
-    which ``export.yaml`` lists at the end; never the archive.
+    Memory holds the object being written, never the archive: each file's path
+    and digest, which ``export.yaml`` lists at the end, wait in a ``FileList``.
+    ``finish`` and ``discard`` close that list.
     """
 
     def __init__(self, sink: SupportsWrite[bytes]) -> None:
@@ -374,7 +377,7 @@ class ArchiveWriter:
         self._mtime = int(time.time())
         self._types: dict[str, ResourceType] = {}
         self._counts: dict[str, int] = {}
-        self._digests: dict[str, bytes] = {}
+        self._files = FileList()
 
     def add(self, rtype: ResourceType, obj: Mapping[str, Any]) -> None:
         """Write one object, and its type's ``metadata.yaml`` the first time the type is seen.
@@ -392,7 +395,7 @@ class ArchiveWriter:
                 holds a value JSON cannot carry. Nothing is written then.
         """
         path = member_path(rtype, obj)
-        if path in self._digests:
+        if path in self._files:
             raise ArchiveError(f"{path} is already in the archive")
         known = self._types.get(rtype.folder)
         if known is not None and known != rtype:
@@ -445,6 +448,7 @@ class ArchiveWriter:
         size = len(head) + sum(len(chunk) for chunk in self._files_section())
         self._add_member(EXPORT_FILE, size, _Chunks(itertools.chain([head], self._files_section())))
         self._tar.close()
+        self._files.close()
         return Summary(
             sha256=self._tally.sha256.hexdigest(), size=self._tally.size, objects=objects
         )
@@ -457,13 +461,14 @@ class ArchiveWriter:
         """
         self._tally.discarded = True
         self._tar.members.clear()
+        self._files.close()
 
     def _files_section(self) -> Iterator[bytes]:
-        if not self._digests:
+        if not len(self._files):
             yield b"files: {}\n"
             return
         yield b"files:\n"
-        for path, digest in self._digests.items():
+        for path, digest in self._files:
             # Plain YAML needs no quoting here: a path is made of valid Kubernetes names
             # and slashes (no implicit type matches a slash); the digest is quoted so
             # that no run of hex digits reads as a number.
@@ -471,7 +476,7 @@ class ArchiveWriter:
 
     def _write(self, path: str, data: bytes) -> None:
         self._add_member(path, len(data), io.BytesIO(data))
-        self._digests[path] = hashlib.sha256(data).digest()
+        self._files.add(path, hashlib.sha256(data).digest())
 
     def _add_member(self, path: str, size: int, content: io.BytesIO | _Chunks) -> None:
         info = tarfile.TarInfo(path)
