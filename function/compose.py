@@ -12,10 +12,10 @@ from typing import Any
 
 from function import model
 from function.model import ControlPlaneSpec, Input, InvalidError
-from function.names import Names, bucket_name
+from function.names import AwsNames, Names, ObservedAwsNames
 from function.observed import Condition, Observed, Resource, dig
 from function.resources import flux, iam, instance, schedule, storage, usage
-from function.resources.target import Target
+from function.resources.target import EXTERNAL_NAME, Target
 
 CLAIM_NAMESPACE_LABEL = "crossplane.io/claim-namespace"
 
@@ -220,9 +220,17 @@ class _Composition:
             return
         names = self.target.names
         region = backup.bucket.region or self.target.settings.aws.region
-        bucket = backup.bucket.name or bucket_name(
-            settings.bucket_name_prefix, names.namespace, names.composite
+        aws = AwsNames.kept(
+            settings.bucket_name_prefix,
+            names.namespace,
+            names.composite,
+            ObservedAwsNames(
+                role=self._external_name(BACKUP_ROLE),
+                policy=self._external_name(BACKUP_POLICY),
+                bucket=self._external_name(BACKUP_BUCKET),
+            ),
         )
+        bucket = backup.bucket.name or aws.bucket
         ttl = backup.ttl or settings.defaults.ttl
         if backup.bucket.name is None:
             self.desired.update(
@@ -230,7 +238,7 @@ class _Composition:
                     self.target, bucket, region, ttl, retain=backup.bucket.retain_on_delete
                 )
             )
-        self.desired.update(iam.role_objects(self.target, bucket))
+        self.desired.update(iam.role_objects(self.target, bucket, aws))
         # The ARN, or the one the schedule already carries while the role flickers.
         role_arn = _first(
             self._observed_value(BACKUP_ROLE, "status", "atProvider", "arn"),
@@ -302,6 +310,10 @@ class _Composition:
     def _observed_value(self, name: str, *path: str) -> Any:
         seen = self.observed.get(name)
         return seen.get(*path) if seen is not None else None
+
+    def _external_name(self, name: str) -> str | None:
+        value = self._observed_value(name, "metadata", "annotations", EXTERNAL_NAME)
+        return str(value) if value else None
 
     def _connection_details(self) -> dict[str, bytes]:
         """The legacy composite passes the kubeconfig on to its claim's secret."""

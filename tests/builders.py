@@ -11,7 +11,7 @@ import yaml
 from function.observed import Observed, Resource
 
 COMPOSITION_RESOURCE_NAME = "crossplane.io/composition-resource-name"
-ROLE_ARN = "arn:aws:iam::123456789012:role/team-a-myctp-backup"
+ROLE_ARN = "arn:aws:iam::123456789012:role/team-a-myctp-a8ef8cc7-backup"
 
 
 def example_input() -> dict[str, Any]:

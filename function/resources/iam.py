@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 from function.model import Trust
+from function.names import AwsNames
 from function.resources.target import Target
 
 _VERSION = "2012-10-17"
@@ -105,8 +106,11 @@ def _document(policy: dict[str, Any]) -> str:
     return json.dumps(policy, separators=(",", ":"), sort_keys=True)
 
 
-def role_objects(target: Target, bucket: str) -> dict[str, dict[str, Any]]:
-    """The Role, Policy and RolePolicyAttachment, by composition resource name."""
+def role_objects(target: Target, bucket: str, aws: AwsNames) -> dict[str, dict[str, Any]]:
+    """The Role, Policy and RolePolicyAttachment, by composition resource name.
+
+    ``aws`` names the role and the policy in AWS.
+    """
     settings = target.settings.backup
     if settings is None:  # compose checks this first; a guard for the type checker
         msg = "input.backup is required to compose backups"
@@ -123,7 +127,7 @@ def role_objects(target: Target, bucket: str) -> dict[str, dict[str, Any]]:
                 "assumeRolePolicy": _document(trust_policy(settings.trust, names.namespace)),
                 "description": f"Writes backups of {names.namespace}/{names.composite}",
             },
-            external_name=names.iam_role,
+            external_name=aws.role,
         ),
         "backup-policy": target.aws_object(
             "Policy",
@@ -132,7 +136,7 @@ def role_objects(target: Target, bucket: str) -> dict[str, dict[str, Any]]:
                 "policy": _document(policy),
                 "description": f"Backups of {names.namespace}/{names.composite} only",
             },
-            external_name=names.iam_policy,
+            external_name=aws.policy,
         ),
         "backup-role-policy-attachment": target.aws_object(
             "RolePolicyAttachment",

@@ -206,3 +206,40 @@ def test_versioning_follows_the_spec_and_drift_in_seaweedfs_is_undone(
         "v1beta1",
     )
     wait_for("versioning suspended", lambda: cloud.versioning(team) == "Suspended", 20.0)
+
+
+def test_a_role_already_there_under_the_rendered_name_is_adopted_and_its_trust_rewritten(
+    standin: AwsStandin, aws_kube: Kube, moto_sts: Moto, cloud: Cloud
+) -> None:
+    # provider-aws observes by external name and takes over what it finds: a role
+    # another team already had is rewritten to this team's trust policy. This is
+    # what two composites sharing an AWS name would do to each other, and why the
+    # function's AWS names carry a hash of <namespace>/<name>.
+    team = f"team-{next(_teams)}-adopt"
+    writer = moto_sts.create_identity(f"{team}-writer")
+    role = by_kind(aws_objects(legacy=False, team=team, trusted_arn=writer.arn))["Role"]
+    name = role["metadata"]["annotations"]["crossplane.io/external-name"]
+    earlier_trust = {
+        "Version": "2012-10-17",
+        "Statement": [
+            {
+                "Effect": "Allow",
+                "Principal": {"AWS": "arn:aws:iam::210987654321:root"},
+                "Action": "sts:AssumeRole",
+            },
+        ],
+    }
+    cloud.create_role(name, json.dumps(earlier_trust), "another team's role")
+    created_at = cloud.role(name)
+    assert created_at is not None
+
+    apply(aws_kube, [role])
+    done = wait_ready(aws_kube, role)
+
+    found = cloud.role(name)
+    assert found is not None
+    assert found["RoleId"] == created_at["RoleId"], "the same role, not a new one"
+    assert done["status"]["atProvider"]["uniqueId"] == created_at["RoleId"]
+    assert found["AssumeRolePolicyDocument"] == json.loads(
+        role["spec"]["forProvider"]["assumeRolePolicy"]
+    )

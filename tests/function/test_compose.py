@@ -590,7 +590,7 @@ def test_status_reports_instance_source_and_backups_from_what_was_observed() -> 
         "source": {"ready": True, "revision": "main@sha1:bbb"},
         "backup": {
             "ready": True,
-            "bucket": "acme-ctp-backups-team-a-myctp",
+            "bucket": "acme-ctp-backups-team-a-myctp-a8ef8cc7",
             "prefix": "team-a/myctp/",
             "roleArn": b.ROLE_ARN,
             "lastBackup": "myctp-20261202060000",
@@ -699,7 +699,7 @@ def test_the_bucket_is_hardened() -> None:
     assert rule["expiration"] == [{"days": 3}], "ttl 48h plus one day"
     bucket = outcome.resources["backup-bucket"].body
     assert bucket["metadata"]["annotations"]["crossplane.io/external-name"] == (
-        "acme-ctp-backups-team-a-myctp"
+        "acme-ctp-backups-team-a-myctp-a8ef8cc7"
     )
 
 
@@ -832,7 +832,10 @@ def test_the_role_trusts_what_the_input_says_and_the_schedule_assumes_it_so(
         "Version": "2012-10-17",
         "Statement": [case.want],
     }
-    assert role["metadata"]["annotations"]["crossplane.io/external-name"] == ("team-a-myctp-backup")
+    assert (
+        role["metadata"]["annotations"]["crossplane.io/external-name"]
+        == "team-a-myctp-a8ef8cc7-backup"
+    )
     storage = outcome.resources["backup-schedule"].body["spec"]["storage"]
     assert storage["assumeRoleWith"] == case.assume_role_with
 
@@ -846,7 +849,7 @@ def test_the_schedule_takes_the_input_defaults_and_the_observed_arn() -> None:
         "suspend": True,
         "finalBackup": True,
         "storage": {
-            "bucket": "acme-ctp-backups-team-a-myctp",
+            "bucket": "acme-ctp-backups-team-a-myctp-a8ef8cc7",
             "prefix": "team-a/myctp/",
             "region": "us-east-1",
             "roleArn": b.ROLE_ARN,
