@@ -23,7 +23,7 @@ import re
 import signal
 import socket
 from collections.abc import Awaitable, Callable, Coroutine
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
@@ -31,6 +31,7 @@ import click
 
 from provider import kube
 from provider.backup.backups import BACKUP_SCHEDULES, BACKUPS, BackupReconciler
+from provider.backup.instance_restore import DEFAULT_RESTORES, RestoreBounds
 from provider.backup.restore import Restorer
 from provider.backup.schedules import ScheduleReconciler, schedule_of_backup
 from provider.backup.tenancy import EndpointPolicy, TenancyError
@@ -66,6 +67,8 @@ BACKUP_CONTROLLER = "controlplane-backup-controller"
 DEFAULT_POLL = "1m"
 DEFAULT_SYNC = "1h"
 DEFAULT_FINAL_BACKUP_TIMEOUT = "30m"
+DEFAULT_RESTORE_TIMEOUT = "2h"
+MINIMUM_RESTORE_TIMEOUT_SECONDS = 1.0
 MINIMUM_FINAL_BACKUP_TIMEOUT_SECONDS = 1.0
 MINIMUM_POLL_SECONDS = 1.0
 MINIMUM_SYNC_SECONDS = 1.0
@@ -93,6 +96,8 @@ class Options:
     s3_endpoints: EndpointPolicy
     # The provider's: whose identity restores of WebIdentity Backups use; None: its own.
     web_identity_service_account: ServiceAccountRef | None = None
+    # The provider's: how many restores run at once, and how long each may run.
+    restores: RestoreBounds = field(default_factory=RestoreBounds)
     # The Backup controller's: how long a deleted schedule waits for its final Backup.
     final_backup_timeout: float = parse_go_duration(DEFAULT_FINAL_BACKUP_TIMEOUT)
 
@@ -298,6 +303,29 @@ PROVIDER_FLAGS: list[Flag] = [
             "Empty: the provider's own AWS_WEB_IDENTITY_TOKEN_FILE."
         ),
     ),
+    click.option(
+        "--max-restores",
+        type=click.IntRange(min=1),
+        default=DEFAULT_RESTORES,
+        show_default=True,
+        show_envvar=True,
+        help=(
+            "Restores running at once, apart from the reconciles, at most one per namespace; "
+            "the rest wait for a slot. The provider's scratch volume needs this many times "
+            "the largest archive (4 GiB)."
+        ),
+    ),
+    click.option(
+        "--restore-timeout",
+        type=Duration(MINIMUM_RESTORE_TIMEOUT_SECONDS),
+        default=DEFAULT_RESTORE_TIMEOUT,
+        show_default=True,
+        show_envvar=True,
+        help=(
+            "How long one restore may run once it has a slot; then it fails, naming the step "
+            "it reached, and is tried again from that step at the next poll."
+        ),
+    ),
 ]
 
 
@@ -363,8 +391,13 @@ def provider_options(**flags: Any) -> Options:
     if seconds is None:
         seconds = parse_go_duration(DEFAULT_POLL)
     web_identity = flags.pop("web_identity_service_account")
+    restores = RestoreBounds(
+        limit=int(flags.pop("max_restores")), deadline=float(flags.pop("restore_timeout"))
+    )
     options = _options(PROVIDER, float(seconds), **flags)
-    return dataclasses.replace(options, web_identity_service_account=web_identity)
+    return dataclasses.replace(
+        options, web_identity_service_account=web_identity, restores=restores
+    )
 
 
 @click.command(PROVIDER, context_settings=_env_prefix(PROVIDER))
@@ -472,6 +505,7 @@ def provider_controllers(
             endpoints=options.s3_endpoints,
             web_identity=options.web_identity_service_account,
         ),
+        restores=options.restores,
         on_request=metrics.record_api_request,
         cache=cache,
         on_control_plane=queue.add,

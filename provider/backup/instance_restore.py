@@ -1,11 +1,14 @@
 """The restore an Instance asks for, and what its status says about it.
 
 An Instance created with ``spec.forProvider.initialRestorationFrom`` is
-restored once its control plane is available. While the restore runs, the
-provider writes ``status.atProvider.restore`` (phase, step, objects applied of
-total, start time) and a ``Restored`` condition to the Instance, at a bounded
-rate (``restore_steps.Throttle``), so a person or a tool watching it sees it move.
-The record is also where a restore interrupted by a restart resumes from.
+restored once its control plane is available. The restore runs in the
+provider's restore pool (``restore_pool``), apart from the reconcile: the
+reconcile starts it, and at each reconcile copies where it stands into
+``status.atProvider.restore`` (phase, step, objects applied of total, start
+time) and a ``Restored`` condition. The pool wakes the Instance at a bounded
+rate (``restore_steps.Throttle``) while the restore moves, so a person or a
+tool watching it sees it move, and once more at its end. The record is also
+where a restore interrupted by a restart resumes from.
 """
 
 from __future__ import annotations
@@ -13,10 +16,12 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from provider import kube
 from provider.backup.restore import RestoreError, Restorer
+from provider.backup.restore_pool import DeadlineExceededError, Key, RestorePool, Wake
 from provider.backup.restore_steps import (
     COMPLETED,
     IN_PROGRESS,
@@ -27,27 +32,28 @@ from provider.backup.restore_steps import (
     pending,
     verdict,
 )
-from provider.kube import Cluster, KubeError
+from provider.kube import KubeError
 from provider.managed import conditions
 from provider.managed.external import ManagedObject
-from provider.model import INSTANCES, InvalidError, RestoreStatus, parse
+from provider.model import InvalidError, RestoreStatus, parse
 
-# At most one progress write per Instance this often, besides one per step.
+# At most one wake per restore this often, besides one per step.
 PROGRESS_INTERVAL_SECONDS = 2.0
-# Every key a record may hold: a merge patch drops those the new record lacks.
-_RECORD_KEYS = (
-    "backupName",
-    "phase",
-    "step",
-    "applied",
-    "total",
-    "startedAt",
-    "message",
-    "completedAt",
-    "objects",
-)
+# Restores running at once, and how long one may run: the provider's defaults.
+DEFAULT_RESTORES = 2
+DEFAULT_RESTORE_DEADLINE_SECONDS = 2 * 3600.0
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class RestoreBounds:
+    """The operator's bounds on restores (``--max-restores``, ``--restore-timeout``)."""
+
+    # Restores running at once, across every namespace.
+    limit: int = DEFAULT_RESTORES
+    # Seconds one restore may run, from the moment it gets a slot.
+    deadline: float = DEFAULT_RESTORE_DEADLINE_SECONDS
 
 
 def set_restored(managed: ManagedObject, found: Verdict) -> None:
@@ -61,57 +67,148 @@ def set_restored(managed: ManagedObject, found: Verdict) -> None:
 
 
 class InstanceRestore:
-    """Runs an Instance's restore and reports it on the Instance."""
+    """Starts an Instance's restore in the pool and reports it on the Instance."""
 
     def __init__(
         self,
-        local: Cluster,
         restorer: Restorer,
         *,
+        limit: int = DEFAULT_RESTORES,
+        deadline: float = DEFAULT_RESTORE_DEADLINE_SECONDS,
+        wake: Wake | None = None,
         interval: float = PROGRESS_INTERVAL_SECONDS,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        """``local`` holds the Instances; progress is written at most every ``interval`` s."""
-        self.local = local
+        """At most ``limit`` restores at once, each within ``deadline`` seconds.
+
+        ``wake`` is told which Instance has news, at most every ``interval`` s
+        while its restore moves, and at its end.
+        """
         self.restorer = restorer
+        self.pool = RestorePool(limit=limit, deadline=deadline, wake=wake)
         self.interval = interval
         self.clock = clock
+        # Where each restore in the pool stands, for the reconcile to record.
+        self._progress: dict[Key, Progress] = {}
 
     async def run(
         self, managed: ManagedObject, backup_name: str, kubeconfig: bytes | None
     ) -> conditions.Condition | None:
-        """Restore ``backup_name`` unless done; a Ready condition while it is not done.
+        """Start or follow the restore of ``backup_name``; a Ready condition while it is not done.
 
         ``managed``'s status gets the restore's record and its ``Restored`` condition,
         for the reconciler to write with the rest.
         """
+        metadata = managed["metadata"]
+        key = (str(metadata["namespace"]), str(metadata["name"]))
         at_provider = managed.setdefault("status", {}).setdefault("atProvider", {})
         recorded = _recorded(at_provider.get("restore"))
-        if recorded.get("backupName") == backup_name and recorded.get("phase") == COMPLETED:
-            return None
-        if not kubeconfig:
-            set_restored(managed, pending(backup_name, "its control plane has a kubeconfig"))
-            return conditions.unavailable(
-                f"waiting for a kubeconfig to restore Backup {backup_name}"
-            )
-        report = _StatusWriter(self, managed)
-        try:
-            target = kube.load_kubeconfig_text(kubeconfig.decode())
-            await self.restorer.restore(
-                managed["metadata"]["namespace"],
+        job = self.pool.job(key)
+        if job is None:
+            if recorded.get("backupName") == backup_name and recorded.get("phase") == COMPLETED:
+                return None
+            if not kubeconfig:
+                set_restored(managed, pending(backup_name, "its control plane has a kubeconfig"))
+                return conditions.unavailable(
+                    f"waiting for a kubeconfig to restore Backup {backup_name}"
+                )
+            started = str(recorded.get("startedAt") or "")
+            first = Progress(backup_name, IN_PROGRESS, "", 0, 0, started)
+            try:
+                target = kube.load_kubeconfig_text(kubeconfig.decode())
+            except KubeError as error:
+                # Refused before the restorer could say so.
+                return _ended(managed, first.failed(str(error)), str(error))
+            job = self.pool.start(
+                key,
                 backup_name,
-                target,
-                progress=report.write,
-                recorded=recorded,
+                lambda: self._restore(key, backup_name, target, recorded),
+                lambda error: self._failure(key, first, error),
             )
-        except (RestoreError, KubeError) as error:
-            if report.last is None or report.last.phase == IN_PROGRESS:
-                # Failed before the restorer could say so (the kubeconfig is refused).
-                started = str(recorded.get("startedAt") or "")
-                failed = Progress(backup_name, IN_PROGRESS, "", 0, 0, started).failed(str(error))
-                await report.write(failed)
-            return conditions.unavailable(f"restore from Backup {backup_name} failed: {error}")
+        if not job.started:
+            set_restored(
+                managed,
+                pending(
+                    backup_name,
+                    f"a restore slot is free (at most {self.pool.limit} at once, "
+                    "one per namespace)",
+                ),
+            )
+            return conditions.unavailable(
+                f"waiting for a restore slot to restore Backup {backup_name}"
+            )
+        progress = self._progress.get(key)
+        if not job.finished:
+            if progress is None:
+                return conditions.unavailable(f"restoring Backup {backup_name}")
+            return _reported(managed, progress)
+        self.pool.forget(key)
+        self._progress.pop(key, None)
+        if job.error is not None:
+            base = progress or Progress(backup_name, IN_PROGRESS, "", 0, 0, "")
+            return _ended(managed, base.failed(job.error), job.error)
+        if progress is not None:
+            _reported(managed, progress)
         return None
+
+    async def cancel(self, managed: ManagedObject) -> None:
+        """Stop the restore of an Instance being deleted; nothing is recorded of it."""
+        metadata = managed["metadata"]
+        key = (str(metadata.get("namespace") or ""), str(metadata["name"]))
+        await self.pool.cancel(key)
+        self._progress.pop(key, None)
+
+    async def close(self) -> None:
+        """Stop every restore; each resumes from its record when the provider starts again."""
+        await self.pool.close()
+        self._progress.clear()
+
+    async def _restore(
+        self, key: Key, backup_name: str, target: dict[str, Any], recorded: dict[str, Any]
+    ) -> None:
+        throttle = Throttle(self.interval)
+
+        async def report(progress: Progress) -> None:
+            nonlocal throttle
+            self._progress[key] = progress
+            now = self.clock()
+            if progress.phase == IN_PROGRESS and throttle.due(progress, now):
+                throttle = throttle.wrote(progress, now)
+                self.pool.wake(key)
+
+        await self.restorer.restore(key[0], backup_name, target, progress=report, recorded=recorded)
+
+    def _failure(self, key: Key, first: Progress, error: BaseException) -> str:
+        """What the Instance says of a restore that ended with ``error``."""
+        if isinstance(error, RestoreError | KubeError):
+            return str(error)
+        reached = self._progress.get(key) or first
+        if isinstance(error, DeadlineExceededError):
+            step = reached.step or "before applying anything"
+            return (
+                f"the restore ran past its deadline of {self.pool.deadline:.0f}s "
+                f"(at step {step}) and was stopped"
+            )
+        log.error(
+            "restore stopped on an unexpected error",
+            exc_info=error,
+            extra={"fields": {"resource": f"{key[0]}/{key[1]}"}},
+        )
+        return "the restore stopped on an unexpected error; the provider's log says more"
+
+
+def _reported(managed: ManagedObject, progress: Progress) -> conditions.Condition | None:
+    """Record ``progress`` on ``managed``; a Ready condition unless it is Completed."""
+    managed["status"]["atProvider"]["restore"] = progress.record()
+    found = verdict(progress)
+    set_restored(managed, found)
+    return None if progress.phase == COMPLETED else conditions.unavailable(found.message)
+
+
+def _ended(managed: ManagedObject, failed: Progress, why: str) -> conditions.Condition:
+    """Record a failed restore on ``managed``; the Ready condition that says so."""
+    _reported(managed, failed)
+    return conditions.unavailable(f"restore from Backup {failed.backup_name} failed: {why}")
 
 
 def _recorded(found: object) -> dict[str, Any]:
@@ -122,51 +219,3 @@ def _recorded(found: object) -> dict[str, Any]:
         )
     except InvalidError:
         return {}
-
-
-class _StatusWriter:
-    """Puts each progress in the Instance's status; writes it to the API at a bounded rate."""
-
-    def __init__(self, owner: InstanceRestore, managed: ManagedObject) -> None:
-        self.owner = owner
-        self.managed = managed
-        self.throttle = Throttle(owner.interval)
-        self.last: Progress | None = None
-
-    async def write(self, progress: Progress) -> None:
-        self.last = progress
-        record = progress.record()
-        self.managed["status"]["atProvider"]["restore"] = record
-        set_restored(self.managed, verdict(progress))
-        now = self.owner.clock()
-        if progress.phase == IN_PROGRESS and not self.throttle.due(progress, now):
-            return
-        self.throttle = self.throttle.wrote(progress, now)
-        metadata = self.managed["metadata"]
-        patch = {
-            "status": {
-                "atProvider": {"restore": {key: record.get(key) for key in _RECORD_KEYS}},
-                "conditions": self.managed["status"]["conditions"],
-            }
-        }
-        try:
-            fresh = await self.owner.local.merge_patch(
-                INSTANCES, metadata["namespace"], metadata["name"], patch, subresource="status"
-            )
-        except KubeError as error:
-            # Best effort: the reconcile writes the status it ends with all the same.
-            log.warning(
-                "cannot record restore progress",
-                extra={
-                    "fields": {
-                        "resource": f"{metadata['namespace']}/{metadata['name']}",
-                        "error": str(error),
-                    }
-                },
-            )
-            return
-        # The reconcile writes the Instance again after this: from what is stored now,
-        # or its write would conflict with this one (and a change someone else made
-        # meanwhile would be lost). The status stays the one this reconcile builds.
-        self.managed["metadata"] = fresh["metadata"]
-        self.managed["spec"] = fresh.get("spec") or {}

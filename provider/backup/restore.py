@@ -32,6 +32,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
+import shutil
 import tempfile
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Coroutine, Mapping
@@ -123,6 +124,11 @@ class _HashingFile:
         return self.file.write(data)
 
 
+def scratch_free_bytes() -> int:
+    """Bytes free in the folder temporary files go to (``TMPDIR``)."""
+    return shutil.disk_usage(tempfile.gettempdir()).free
+
+
 class Restorer:
     """Restores Backups of the local cluster into hosted control planes."""
 
@@ -136,8 +142,13 @@ class Restorer:
         limits: archive.Limits | None = None,
         concurrency: int = APPLY_CONCURRENCY,
         web_identity: ServiceAccountRef | None = None,
+        scratch_free: Callable[[], int] = scratch_free_bytes,
     ) -> None:
         """``local`` holds the Backups; ``endpoints`` are the S3 endpoints the operator allows.
+
+        ``scratch_free`` tells how many bytes the scratch space (``TMPDIR``, where
+        an archive is downloaded to) has free: an archive larger is refused
+        before its download starts, rather than failing when the volume is full.
 
         ``web_identity`` is the ServiceAccount whose identity reads a
         ``WebIdentity`` Backup's archive: the one its team role trusts, the
@@ -150,6 +161,7 @@ class Restorer:
         self.limits = limits or archive.Limits()
         self.concurrency = concurrency
         self.web_identity = web_identity
+        self.scratch_free = scratch_free
 
     async def restore(
         self,
@@ -196,6 +208,13 @@ class Restorer:
         recorded: Mapping[str, Any] | None,
     ) -> Outcome:
         storage, key, sha256, size = await self._archive_of(namespace, backup_name)
+        free = await asyncio.to_thread(self.scratch_free)
+        if size > free:
+            msg = (
+                f"the archive of Backup {backup_name} ({size} bytes) does not fit in the "
+                f"provider's scratch space ({free} bytes free)"
+            )
+            raise RestoreError(msg)
         spec = await self._storage_spec(storage, namespace)
         with tempfile.TemporaryFile() as file:
             try:

@@ -27,7 +27,7 @@ from datetime import datetime
 from typing import Any, Literal
 
 from provider import kube
-from provider.backup.instance_restore import InstanceRestore
+from provider.backup.instance_restore import InstanceRestore, RestoreBounds
 from provider.backup.restore import Restorer
 from provider.cache import CachedClient, Informer, without_managed_fields
 from provider.kube import Cluster, JsonObject, KubeError
@@ -129,17 +129,27 @@ class SpacesConnector:
         local: Cluster,
         *,
         restorer: Restorer | None = None,
+        restores: RestoreBounds | None = None,
         on_request: kube.RequestHook | None = None,
         cache: CachedClient | None = None,
         on_control_plane: Callable[[InstanceKey], None] | None = None,
     ) -> None:
         """``local`` is the cluster the Instances live in; ``restorer`` restores Backups.
 
+        ``restores`` bounds the restores running at once and each one's time.
         ``cache`` reads provider configs; ``on_control_plane`` turns on the
-        Space watches and hears which Instance a ControlPlane change concerns.
+        Space watches and hears which Instance a ControlPlane change (or its
+        restore's progress) concerns.
         """
         self.local = local
-        self.restoring = InstanceRestore(local, restorer) if restorer is not None else None
+        bounds = restores or RestoreBounds()
+        self.restoring = (
+            InstanceRestore(
+                restorer, limit=bounds.limit, deadline=bounds.deadline, wake=on_control_plane
+            )
+            if restorer is not None
+            else None
+        )
         self.on_request = on_request
         self.cache = cache or CachedClient(local)
         self.on_control_plane = on_control_plane
@@ -269,7 +279,9 @@ class SpacesConnector:
         task.add_done_callback(self._closing.discard)
 
     async def close(self) -> None:
-        """Close every Space client and stop every watch."""
+        """Close every Space client, stop every watch and every restore."""
+        if self.restoring is not None:
+            await self.restoring.close()
         for space in self._spaces.values():
             await space.close()
         self._spaces.clear()
@@ -447,7 +459,9 @@ class SpacesClient:
         return Update()
 
     async def delete(self, managed: ManagedObject) -> None:
-        """Delete the ControlPlane."""
+        """Delete the ControlPlane, and stop a restore into it."""
+        if self.restoring is not None:
+            await self.restoring.cancel(managed)
         await self.cache.delete(CONTROL_PLANES, self.group, meta.external_name(managed))
 
 

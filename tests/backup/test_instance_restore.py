@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -14,7 +16,7 @@ from provider.kube import Cluster
 from provider.managed.reconciler import Reconciler
 from provider.spaces.backend import SpacesConnector
 from sandbox.s3 import SeaweedFS
-from sandbox.spaces import Kube, condition, wait_for
+from sandbox.spaces import Kube, condition
 from tests.backup.test_roundtrip import (
     BUCKET,
     NAMESPACE,
@@ -30,6 +32,10 @@ from tests.provider.conftest import (
     SPACE_SECRET,
     cluster_provider_config,
 )
+
+RECONCILE_DEADLINE = 60.0
+# The poll of an Instance not yet Ready, as the provider's short wait.
+POLL_SECONDS = 0.5
 
 
 def restoring_instance(name: str, backup: str) -> dict[str, Any]:
@@ -48,20 +54,48 @@ def restoring_instance(name: str, backup: str) -> dict[str, Any]:
     }
 
 
-def reconcile(local: Kube, namespace: str, name: str, endpoint: str) -> None:
-    async def run() -> None:
+def reconcile(
+    local: Kube,
+    name: str,
+    endpoint: str,
+    done: Callable[[dict[str, Any] | None], bool] = lambda _: True,
+    timeout: float = RECONCILE_DEADLINE,
+) -> dict[str, Any] | None:
+    """Reconcile Instance ``name`` as the provider does until ``done`` holds of it.
+
+    One connector throughout, as in the provider: its restores run in its pool
+    between reconciles, and the next reconcile comes when the pool (or the
+    Space) wakes the Instance, or at the poll.
+    """
+
+    async def run() -> dict[str, Any] | None:
         cluster = await Cluster.from_kubeconfig(yaml.safe_load(local.server.kubeconfig))
-        restorer = Restorer(cluster, endpoints=operator_allows(endpoint))
-        connector = SpacesConnector(cluster, restorer=restorer)
+        woken = asyncio.Event()
+        connector = SpacesConnector(
+            cluster,
+            restorer=Restorer(cluster, endpoints=operator_allows(endpoint)),
+            on_control_plane=lambda _key: woken.set(),
+        )
+        reconciler = Reconciler(InstanceAPI(cluster), connector, deterministic_external_name=True)
+        deadline = asyncio.get_running_loop().time() + timeout
         try:
-            await Reconciler(
-                InstanceAPI(cluster), connector, deterministic_external_name=True
-            ).reconcile(namespace, name)
+            while True:
+                woken.clear()
+                await reconciler.reconcile(NAMESPACE, name)
+                found = local.get("instances", NAMESPACE, name)
+                if done(found):
+                    return found
+                left = deadline - asyncio.get_running_loop().time()
+                if left <= 0:
+                    msg = f"Instance {name} not as wanted after {timeout:.0f}s: {found!r}"
+                    raise AssertionError(msg)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(woken.wait(), min(left, POLL_SECONDS))
         finally:
             await connector.close()
             await cluster.close()
 
-    asyncio.run(run())
+    return asyncio.run(run())
 
 
 def test_an_instance_is_ready_only_once_its_backup_is_restored(
@@ -86,22 +120,17 @@ def test_an_instance_is_ready_only_once_its_backup_is_restored(
     local.namespace(NAMESPACE)
     local.create("instances", restoring_instance("restored", "later"))
 
-    def state() -> dict[str, Any] | None:
-        reconcile(local, NAMESPACE, "restored", seaweed.endpoint)
-        return local.get("instances", NAMESPACE, "restored")
-
-    def tried() -> dict[str, Any] | None:
-        found = state()
+    def tried(found: dict[str, Any] | None) -> bool:
         at_provider = ((found or {}).get("status") or {}).get("atProvider") or {}
-        return found if "restore" in at_provider else None
+        return (at_provider.get("restore") or {}).get("phase") == "Failed"
 
-    def restored() -> dict[str, Any] | None:
-        found = state()
-        return found if condition(found, "Ready").get("status") == "True" else None
+    def restored(found: dict[str, Any] | None) -> bool:
+        return condition(found, "Ready").get("status") == "True"
 
     # The Backup does not exist yet: the control plane comes up, but the
     # Instance is not Ready, and says why.
-    waiting = wait_for("the restore to be tried", tried)
+    waiting = reconcile(local, "restored", seaweed.endpoint, tried)
+    assert waiting is not None
     ready = condition(waiting, "Ready")
     assert ready["status"] == "False"
     assert "restore from Backup later failed: Backup team-a/later not found" in ready["message"]
@@ -120,7 +149,8 @@ def test_an_instance_is_ready_only_once_its_backup_is_restored(
     local.create("backups", backup_object("later", "origin", seaweed.endpoint, "team-a/origin/"))
     asyncio.run(run_backup(local, "later", seaweed.endpoint))
 
-    done = wait_for("Ready after the restore", restored)
+    done = reconcile(local, "restored", seaweed.endpoint, restored)
+    assert done is not None
     restore = done["status"]["atProvider"]["restore"]
     assert restore["backupName"] == "later"
     assert restore["phase"] == "Completed"
@@ -141,7 +171,7 @@ def test_an_instance_is_ready_only_once_its_backup_is_restored(
     hosted.core.patch_namespaced_config_map(
         "settings", "restored-app", {"data": {"mode": "changed"}}
     )
-    reconcile(local, NAMESPACE, "restored", seaweed.endpoint)
+    reconcile(local, "restored", seaweed.endpoint)
     assert hosted.core.read_namespaced_config_map("settings", "restored-app").data == {
         "mode": "changed"
     }

@@ -17,6 +17,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
+from provider.backup.instance_restore import RestoreBounds
 from provider.cli import Options, backup_main, backup_options, main, provider_options
 from provider.kube import ServiceAccountRef
 from tests.schemas import ROOT
@@ -227,6 +228,25 @@ GOOD_CASES = [
         env={"CONTROLPLANE_PROVIDER_WEB_IDENTITY_SERVICE_ACCOUNT": "ops/backup"},
     ),
     GoodCase(
+        "Two restores run at once by default, each for at most two hours.",
+        [],
+        {"restores": RestoreBounds()},
+    ),
+    GoodCase(
+        "--max-restores and --restore-timeout bound the restore pool.",
+        ["--max-restores=5", "--restore-timeout=30m"],
+        {"restores": RestoreBounds(limit=5, deadline=1800.0)},
+    ),
+    GoodCase(
+        "--max-restores and --restore-timeout are read from their variables too.",
+        [],
+        {"restores": RestoreBounds(limit=1, deadline=3600.0)},
+        env={
+            "CONTROLPLANE_PROVIDER_MAX_RESTORES": "1",
+            "CONTROLPLANE_PROVIDER_RESTORE_TIMEOUT": "1h",
+        },
+    ),
+    GoodCase(
         "The backup controller has its own token: it takes no ServiceAccount to borrow.",
         [],
         {"web_identity_service_account": None},
@@ -291,6 +311,16 @@ BAD_CASES = [
         ["--poll and --poll-interval", "e.g. --poll="],
     ),
     BadCase("--sync refuses words.", ["--sync", "forever"], ["'--sync'", "e.g. --sync="]),
+    BadCase(
+        "--max-restores refuses zero: no restore would ever run.",
+        ["--max-restores=0"],
+        ["'--max-restores'", "0 is not in the range x>=1"],
+    ),
+    BadCase(
+        "--restore-timeout refuses a bare number.",
+        ["--restore-timeout=600"],
+        ["'--restore-timeout'", "missing unit", "e.g. --restore-timeout="],
+    ),
     BadCase(
         "--final-backup-timeout refuses a bare number.",
         ["--final-backup-timeout", "30"],
