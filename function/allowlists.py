@@ -100,7 +100,8 @@ class HostPattern:
         return host == self.host
 
 
-@functools.cache
+# Parsed on every composition of a composite with a source: once per pattern instead.
+@functools.lru_cache(maxsize=256)
 def parse_host_pattern(text: str) -> HostPattern:
     """Parse a host pattern: ``host``, ``*.domain`` or ``[IPv6]``, each with an optional ``:port``.
 
