@@ -86,6 +86,7 @@ def compose(observed: Observed, raw_input: Any) -> Outcome:
     if spec.backup is not None and settings.backup is None:
         msg = "input.backup: is required when spec.backup is set"
         raise InvalidError(msg)
+    model.check_allowed(spec, settings)
     target = _target(composite, spec, settings)
     return _Composition(target, observed.resources).outcome()
 

@@ -16,12 +16,13 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    StrictBool,
     ValidationError,
     model_validator,
 )
 from pydantic.alias_generators import to_camel
 
-from function import rules
+from function import allowlists, rules
 
 INPUT_API_VERSION = "controlplane.fn.acme.io/v1beta1"
 INPUT_KIND = "Input"
@@ -270,6 +271,10 @@ def _bucket_prefix(text: str) -> str:
     return rules.check_pattern(text, rules.S3_BUCKET, "an S3 bucket name prefix", 40)
 
 
+BucketPattern = Annotated[str, AfterValidator(allowlists.check_bucket_pattern)]
+HostPattern = Annotated[str, AfterValidator(allowlists.check_host_pattern)]
+
+
 class BackupSettings(_Strict):
     """How backups are stored and who may write them."""
 
@@ -277,6 +282,17 @@ class BackupSettings(_Strict):
     kms_key_arn: Annotated[str, AfterValidator(lambda v: _arn(v) if v else v)] = ""
     trust: Trust
     defaults: BackupDefaults = BackupDefaults()
+    # Existing buckets a composite may name in spec.backup.bucket.name: none
+    # unless the operator lists them, so teams cannot write into others' buckets.
+    allowed_buckets: tuple[BucketPattern, ...] = ()
+
+
+class SourceSettings(_Strict):
+    """Which git URLs a composite's spec.source may name (see ``function.allowlists``)."""
+
+    allowed_hosts: tuple[HostPattern, ...] = (allowlists.ANY_PUBLIC_HOST,)
+    # A security switch: on only for the boolean true, never for a string such as "yes".
+    allow_http: StrictBool = Field(default=False, alias="allowHTTP")
 
 
 class LegacySettings(_Strict):
@@ -294,6 +310,7 @@ class Input(_Strict):
     instance: InstanceSettings = InstanceSettings()
     aws: AwsSettings = AwsSettings()
     backup: BackupSettings | None = None
+    source: SourceSettings = SourceSettings()
     legacy: LegacySettings = LegacySettings()
 
 
@@ -350,3 +367,33 @@ def parse_input(raw: Any) -> Input:
         return Input.model_validate(raw, by_alias=True)
     except ValidationError as error:
         raise InvalidError(describe(error, "input")) from None
+
+
+BUCKET_NOT_ALLOWED = (
+    "spec.backup.bucket.name: must be an existing bucket the function input's "
+    "backup.allowedBuckets allows (none unless the operator lists them); "
+    "leave it unset for a bucket of the composite's own"
+)
+
+
+def check_allowed(spec: ControlPlaneSpec, settings: Input) -> None:
+    """Hold a parsed spec to the input's allow-lists of existing buckets and git hosts.
+
+    Neither message quotes the operator's patterns, nor the URL, which may hold a user name.
+
+    Raises:
+        InvalidError: the spec names a bucket or a git URL the input does not allow.
+    """
+    if spec.source is not None:
+        try:
+            allowlists.check_source_url(
+                spec.source.url,
+                settings.source.allowed_hosts,
+                allow_http=settings.source.allow_http,
+            )
+        except ValueError as error:
+            raise InvalidError(f"spec.source.url: {error}") from None
+    bucket = spec.backup.bucket.name if spec.backup is not None else None
+    allowed = settings.backup.allowed_buckets if settings.backup is not None else ()
+    if bucket is not None and not allowlists.bucket_allowed(bucket, allowed):
+        raise InvalidError(BUCKET_NOT_ALLOWED)

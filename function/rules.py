@@ -147,7 +147,7 @@ CREDENTIALS_IN_URL = (
 
 
 def check_git_url(text: str) -> str:
-    """Check that a git URL uses http, https or ssh, carries no password and names a host.
+    """Check that a git URL uses http, https or ssh, has no password, a host and a sound port.
 
     No message quotes the URL's user-info part, which may hold a password.
     Returns the URL unchanged.
@@ -165,6 +165,11 @@ def check_git_url(text: str) -> str:
         shown = parts._replace(netloc=parts.netloc.rpartition("@")[2]).geturl()
         msg = f"must name a host (got {shown!r})"
         raise ValueError(msg)
+    try:
+        _ = parts.port
+    except ValueError:
+        msg = "must have a port from 0 to 65535 when it names one"
+        raise ValueError(msg) from None
     return text
 
 

@@ -81,10 +81,15 @@ class GitServer:
         )
 
     @property
+    def host(self) -> str:
+        """The server's ``host:port``, as the function input's ``source.allowedHosts`` lists it."""
+        host, port = self._server.server_address[:2]
+        return f"{host!s}:{port}"
+
+    @property
     def url(self) -> str:
         """The server's base URL."""
-        host, port = self._server.server_address[:2]
-        return f"http://{host!s}:{port}"
+        return f"http://{self.host}"
 
     def __enter__(self) -> GitServer:
         self._thread.start()

@@ -55,6 +55,32 @@ BACKUP_CRDS = REPO_ROOT / "deploy" / "backup-controller" / "crds"
 INSTALL_DEADLINE = 180.0
 
 
+COMPOSITIONS = (
+    *sorted((REPO_ROOT / "compositions").glob("*.yaml")),
+    *sorted((REPO_ROOT / "compositions" / "legacy").glob("*.yaml")),
+)
+
+
+def sandbox_composition(path: Path, writer_arn: str, git_host: str) -> dict[str, Any]:
+    """A repository composition with its Input set as the README asks, for the sandbox.
+
+    The backup writer's role trusts the writer's own identity (`roleArn`):
+    here it is a moto IAM user, not IRSA's web identity, which needs an EKS
+    OIDC provider. Git repositories are served on loopback over plain http,
+    which the Input refuses unless it lists the host and allows http: it lists
+    exactly the sandbox's git server (`host:port`), and nothing else private.
+    """
+    composition: dict[str, Any] = yaml.safe_load(path.read_text())
+    for step in composition["spec"]["pipeline"]:
+        function_input = step.get("input") or {}
+        backup = function_input.get("backup")
+        if backup is not None:
+            backup["trust"] = {"roleArn": writer_arn}
+        if function_input:
+            function_input["source"] = {"allowedHosts": [git_host], "allowHTTP": True}
+    return composition
+
+
 def _has(obj: dict[str, Any] | None, type_: str) -> bool:
     return condition(obj, type_).get("status") == "True"
 
@@ -163,8 +189,9 @@ class Platform:
         self.backup_controller.start()
         self._started(self.backup_controller)
 
-        self._install_api()
+        # Before the compositions: their Input allows this server's host.
         self.git = self._stack.enter_context(GitServer(self.workdir / "git"))
+        self._install_api()
 
     def _hosted(self, name: str) -> APIServer:
         server = self.factory(name=name)
@@ -246,24 +273,14 @@ class Platform:
         return all(self.kube.established(crd) for crd in crds)
 
     def _compositions(self) -> list[Path]:
-        """The compositions with their Input set to this AWS account, as the README asks.
-
-        The backup writer's role trusts the writer's own identity (`roleArn`):
-        here it is a moto IAM user, not IRSA's web identity, which needs an EKS
-        OIDC provider.
-        """
-        written = []
-        for path in (
-            *sorted((REPO_ROOT / "compositions").glob("*.yaml")),
-            *sorted((REPO_ROOT / "compositions" / "legacy").glob("*.yaml")),
-        ):
-            composition = yaml.safe_load(path.read_text())
-            for step in composition["spec"]["pipeline"]:
-                backup = (step.get("input") or {}).get("backup")
-                if backup is not None:
-                    backup["trust"] = {"roleArn": self.aws.writer.arn}
-            written.append(self._manifest(f"composition-{path.stem}", composition))
-        return written
+        """The compositions with their Input set to this AWS account and git server."""
+        return [
+            self._manifest(
+                f"composition-{path.stem}",
+                sandbox_composition(path, self.aws.writer.arn, self.git.host),
+            )
+            for path in COMPOSITIONS
+        ]
 
     def logs(self, lines: int = 40) -> str:
         """The tail of every process's log (and the in-process stand-in's), for a failure."""

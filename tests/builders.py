@@ -44,6 +44,8 @@ def composite(
 
 
 SOURCE = {"url": "https://github.com/acmeorg/myctp-source"}
+# The existing bucket the example input's backup.allowedBuckets allows.
+SHARED_BUCKET = "acme-shared-ctp-backups"
 BACKUP: dict[str, Any] = {}
 
 

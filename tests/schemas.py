@@ -23,6 +23,7 @@ from sandbox.paths import UPSTREAM_CRDS
 
 ROOT = Path(__file__).resolve().parent.parent
 OUR_CRDS = (ROOT / "package" / "provider" / "crds", ROOT / "deploy" / "backup-controller" / "crds")
+INPUT_CRD = ROOT / "package" / "function" / "input" / "controlplane.fn.acme.io_inputs.yaml"
 XRDS = ROOT / "xrds"
 
 
@@ -146,3 +147,21 @@ def problems(obj: dict[str, Any]) -> list[str]:
     if len(obj.get("metadata", {}).get("name", "")) > 63:
         found.append(f"{name}: name longer than 63 characters")
     return found
+
+
+@cache
+def _input_kind() -> Kind:
+    (kind,) = _kinds_of_crd(yaml.safe_load(INPUT_CRD.read_text()))
+    return kind
+
+
+def input_problems(function_input: dict[str, Any]) -> list[str]:
+    """Every way a function input breaks the Input CRD's schema; empty when it is valid.
+
+    Crossplane neither stores nor validates a function input, so it has no
+    namespace: only the schema is checked.
+    """
+    return [
+        f"{'.'.join(str(p) for p in error.absolute_path) or '<root>'}: {error.message}"
+        for error in _input_kind().validator.iter_errors(function_input)
+    ]

@@ -100,6 +100,7 @@ class Boundary:
 EVERYTHING = ("function/**/*.py", "provider/**/*.py")
 AWS_STANDIN = ("sandbox/awsstandin/**/*.py",)
 PURE_FUNCTION = (
+    "function/allowlists.py",
     "function/compose.py",
     "function/model.py",
     "function/resources/*.py",
@@ -135,6 +136,11 @@ BOUNDARIES = [
         reason="the pure composition imports neither gRPC nor the SDK nor protobuf",
         files=PURE_FUNCTION,
         forbidden=("grpc", "grpc_reflection", "grpc_health", "crossplane", "google.protobuf"),
+    ),
+    Boundary(
+        reason="the allow-lists judge a git host by its text alone, never resolving it",
+        files=("function/allowlists.py",),
+        forbidden=("socket", "ssl", "dns", "http", "urllib.request"),
     ),
     Boundary(
         reason="the provider's runtime (queue, metrics, logs, durations, names) imports "

@@ -23,6 +23,7 @@ class BadCase:
     want: tuple[str, ...]  # every fragment the Fatal message must contain
     function_input: dict[str, Any] | None = None
     no_input: bool = False
+    never: tuple[str, ...] = ()  # fragments the message must not contain
 
 
 def _input(**changes: Any) -> dict[str, Any]:
@@ -136,6 +137,66 @@ BAD_CASES = [
         ("spec.backup.bucket.name", "S3 bucket name"),
     ),
     BadCase(
+        "An existing bucket the input does not allow is refused: it may be another team's.",
+        {"backup": {"bucket": {"name": "platform-audit-logs"}}},
+        ("spec.backup.bucket.name", "backup.allowedBuckets allows", "leave it unset"),
+        never=("platform-audit-logs", b.SHARED_BUCKET),
+    ),
+    BadCase(
+        "No existing bucket is allowed when the input lists none, the default.",
+        {"backup": {"bucket": {"name": b.SHARED_BUCKET}}},
+        ("spec.backup.bucket.name", "none unless the operator lists them"),
+        function_input=_input(backup__allowedBuckets=None),
+        never=(b.SHARED_BUCKET,),
+    ),
+    BadCase(
+        "A git host on loopback is refused under the default *.",
+        {"source": {"url": "https://alice@127.0.0.1:8443/acmeorg/x"}},
+        ("spec.source.url", "a loopback address", "source.allowedHosts lists it explicitly"),
+        never=("alice", "127.0.0.1", "8443"),
+    ),
+    BadCase(
+        "The cloud metadata address is refused: it is link-local.",
+        {"source": {"url": "https://169.254.169.254/latest/meta-data"}},
+        ("spec.source.url", "a link-local address"),
+        never=("169.254",),
+    ),
+    BadCase(
+        "A private address is refused under the default *.",
+        {"source": {"url": "ssh://git@[fd12:3456::1]/acmeorg/x"}},
+        ("spec.source.url", "a private address"),
+        never=("fd12",),
+    ),
+    BadCase(
+        "A Service of the cluster is refused under the default *.",
+        {"source": {"url": "https://gitea.platform.svc.cluster.local/acmeorg/x"}},
+        ("spec.source.url", "a cluster-internal or private name"),
+        never=("gitea",),
+    ),
+    BadCase(
+        "A name without a dot is refused: the pod's DNS search path makes it a Service.",
+        {"source": {"url": "https://gitea/acmeorg/x"}},
+        ("spec.source.url", "a name without a dot"),
+    ),
+    BadCase(
+        "Plain http is refused unless the input allows it.",
+        {"source": {"url": "http://github.com/acmeorg/x"}},
+        ("spec.source.url", "plain http", "source.allowHTTP"),
+        never=("acmeorg",),
+    ),
+    BadCase(
+        "A host the input does not list is refused when the input lists hosts instead of *.",
+        {"source": {"url": "https://github.com/acmeorg/x"}},
+        ("spec.source.url", "not one the function input's source.allowedHosts allows"),
+        function_input=_input(source__allowedHosts=["git.acme.example"]),
+        never=("github.com", "git.acme.example"),
+    ),
+    BadCase(
+        "A port that is no number is refused.",
+        {"source": {"url": "https://github.com:https/acmeorg/x"}},
+        ("spec.source.url", "port from 0 to 65535"),
+    ),
+    BadCase(
         "An unknown channel is refused.",
         {"channel": "Beta"},
         ("spec.channel", "'None', 'Patch', 'Stable' or 'Rapid'"),
@@ -200,6 +261,30 @@ BAD_CASES = [
         function_input=_input(aws__region="Europe"),
     ),
     BadCase(
+        "An input's bucket pattern with characters no bucket name has is refused.",
+        {},
+        ("input.backup.allowedBuckets[1]", "bucket name pattern", "'acme_*'"),
+        function_input=_input(backup__allowedBuckets=["acme-*", "acme_*"]),
+    ),
+    BadCase(
+        "An input's host pattern with a wildcard inside is refused.",
+        {},
+        ("input.source.allowedHosts[0]", "*.domain", "'git.*.example'"),
+        function_input=_input(source__allowedHosts=["git.*.example"]),
+    ),
+    BadCase(
+        "An input's host pattern with a port out of range is refused.",
+        {},
+        ("input.source.allowedHosts[0]", ":port", "'git.example:70000'"),
+        function_input=_input(source__allowedHosts=["git.example:70000"]),
+    ),
+    BadCase(
+        "An input's allowHTTP that is no boolean is refused.",
+        {},
+        ("input.source.allowHTTP", "boolean"),
+        function_input=_input(source__allowHTTP="sometimes"),
+    ),
+    BadCase(
         "Backups without the input's backup settings are refused.",
         {"backup": {}},
         ("input.backup", "required when spec.backup is set"),
@@ -222,6 +307,8 @@ def test_bad_input_is_a_fatal_result_naming_the_field_and_the_rule(case: BadCase
     assert len(fatal) == 1, case.reason
     for fragment in case.want:
         assert fragment in fatal[0], f"{case.reason}: {fragment!r} not in {fatal[0]!r}"
+    for fragment in case.never:
+        assert fragment not in fatal[0], f"{case.reason}: {fragment!r} in {fatal[0]!r}"
     assert "Traceback" not in fatal[0]
 
 

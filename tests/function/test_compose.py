@@ -97,7 +97,7 @@ RESOURCES_CASES = [
     ),
     ResourcesCase(
         reason="Backups into an existing bucket compose no bucket objects.",
-        spec={"backup": {"bucket": {"name": "existing-bucket"}}},
+        spec={"backup": {"bucket": {"name": b.SHARED_BUCKET}}},
         want={"instance"} | IAM_PARTS,
     ),
     ResourcesCase(
@@ -118,7 +118,7 @@ RESOURCES_CASES = [
     ),
     ResourcesCase(
         reason="A schedule writing into an existing bucket holds no bucket: none is composed.",
-        spec={"backup": {"bucket": {"name": "existing-bucket"}}},
+        spec={"backup": {"bucket": {"name": b.SHARED_BUCKET}}},
         seen={"backup-role": b.role_with_arn()},
         want={"instance", "backup-schedule"}
         | IAM_PARTS
@@ -658,7 +658,7 @@ TTL_CASES = [
     TtlCase("The instance is ready: a long TTL.", {}, {"instance": b.ready()}, c.SETTLED_TTL),
     TtlCase(
         "Waiting for the role's ARN even though all composed objects are ready: short.",
-        {"backup": {"bucket": {"name": "existing-bucket"}}},
+        {"backup": {"bucket": {"name": b.SHARED_BUCKET}}},
         {"instance": b.ready()} | {name: b.ready() for name in IAM_PARTS},
         c.PENDING_TTL,
     ),
@@ -723,7 +723,7 @@ def test_a_kms_key_in_the_input_encrypts_the_bucket_and_is_granted_to_the_writer
 
 
 def test_the_policy_grants_exactly_the_backup_prefix() -> None:
-    outcome = run({"backup": {"bucket": {"name": "existing-bucket"}}})
+    outcome = run({"backup": {"bucket": {"name": b.SHARED_BUCKET}}})
     policy = json.loads(outcome.resources["backup-policy"].body["spec"]["forProvider"]["policy"])
     assert policy == {
         "Version": "2012-10-17",
@@ -737,13 +737,13 @@ def test_the_policy_grants_exactly_the_backup_prefix() -> None:
                     "s3:DeleteObject",
                     "s3:AbortMultipartUpload",
                 ],
-                "Resource": "arn:aws:s3:::existing-bucket/team-a/myctp/*",
+                "Resource": f"arn:aws:s3:::{b.SHARED_BUCKET}/team-a/myctp/*",
             },
             {
                 "Sid": "ListBackups",
                 "Effect": "Allow",
                 "Action": "s3:ListBucket",
-                "Resource": "arn:aws:s3:::existing-bucket",
+                "Resource": f"arn:aws:s3:::{b.SHARED_BUCKET}",
                 "Condition": {"StringLike": {"s3:prefix": ["team-a/myctp/*"]}},
             },
         ],

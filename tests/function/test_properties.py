@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from ipaddress import IPv4Address, IPv6Address
 from typing import Any
 
+import pytest
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -111,9 +113,17 @@ def test_every_object_rendered_from_a_valid_spec_validates_against_the_upstream_
     with_arn: bool,
 ) -> None:
     xr = b.composite(spec, name=name, namespace=namespace)
-    objects = render(xr, b.example_input(), _observed(states, with_arn))
+    objects = render(xr, _input_allowing_any_bucket_and_http(), _observed(states, with_arn))
     for obj in objects:
         assert schemas.problems(obj) == []
+
+
+def _input_allowing_any_bucket_and_http() -> dict[str, Any]:
+    """The example input opened up: what the allow-lists refuse is a property of its own."""
+    function_input = b.example_input()
+    function_input["backup"]["allowedBuckets"] = ["*"]
+    function_input["source"] = {"allowedHosts": ["*"], "allowHTTP": True}
+    return function_input
 
 
 # What JSON can carry: Crossplane builds every request from JSON, so no NaN or infinity.
@@ -162,3 +172,70 @@ def test_render_raises_a_fatal_error_with_the_functions_message() -> None:
         assert "spec.channel" in str(error)
     else:
         raise AssertionError("a bad channel must be fatal")
+
+
+# Loopback, link-local (the cloud metadata address among them) and private networks.
+NON_PUBLIC_NETWORKS = (
+    "127.0.0.0/8",
+    "169.254.0.0/16",
+    "10.0.0.0/8",
+    "172.16.0.0/12",
+    "192.168.0.0/16",
+    "::1/128",
+    "fe80::/10",
+    "fc00::/7",
+)
+NON_PUBLIC_ADDRESS = st.sampled_from(NON_PUBLIC_NETWORKS).flatmap(
+    lambda network: st.ip_addresses(network=network)
+)
+GIT_SCHEME = st.sampled_from(["http", "https", "ssh"])
+REPOSITORY_PATH = st.from_regex(r"[a-z0-9-]{1,20}(/[a-z0-9-]{1,20}){0,2}", fullmatch=True)
+
+
+def _in_url(address: IPv4Address | IPv6Address) -> str:
+    return f"[{address}]" if address.version == 6 else str(address)
+
+
+def _git_url(scheme: str, host: str, port: int | None, path: str) -> str:
+    return f"{scheme}://{host}{f':{port}' if port is not None else ''}/{path}"
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    address=NON_PUBLIC_ADDRESS,
+    scheme=st.sampled_from(["https", "ssh"]),
+    port=st.none() | st.integers(min_value=1, max_value=65535),
+    path=REPOSITORY_PATH,
+)
+def test_no_loopback_link_local_or_private_address_is_a_git_host_under_the_default_star(
+    address: IPv4Address | IPv6Address, scheme: str, port: int | None, path: str
+) -> None:
+    url = _git_url(scheme, _in_url(address), port, path)
+    with pytest.raises(FatalError) as refused:
+        render(b.composite({"source": {"url": url}}), b.example_input())
+    message = str(refused.value)
+    assert message.startswith("spec.source.url: its host is a ")
+    assert "source.allowedHosts lists it explicitly" in message
+    assert _in_url(address) not in message, "the message quotes the URL's host"
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    address=NON_PUBLIC_ADDRESS,
+    scheme=GIT_SCHEME,
+    port=st.integers(min_value=1, max_value=65535),
+    path=REPOSITORY_PATH,
+)
+def test_a_host_the_input_lists_is_a_git_host_on_the_listed_port_and_no_other(
+    address: IPv4Address | IPv6Address, scheme: str, port: int, path: str
+) -> None:
+    host = _in_url(address)
+    function_input = b.example_input()
+    function_input["source"] = {"allowedHosts": ["*", f"{host}:{port}"], "allowHTTP": True}
+    url = _git_url(scheme, host, port, path)
+    objects = render(b.composite({"source": {"url": url}}), function_input)
+    assert [o["spec"]["url"] for o in objects if o["kind"] == "GitRepository"] == [url]
+
+    elsewhere = _git_url(scheme, host, port % 65535 + 1, path)
+    with pytest.raises(FatalError, match=r"source\.allowedHosts"):
+        render(b.composite({"source": {"url": elsewhere}}), function_input)
