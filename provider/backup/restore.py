@@ -59,6 +59,7 @@ from provider.backup.storage import (
     Store,
 )
 from provider.backup.tenancy import EndpointPolicy, TenancyError, check_key
+from provider.backup.web_identity import WebIdentityPolicy
 from provider.kube import (
     CRDS,
     Cluster,
@@ -136,12 +137,15 @@ class Restorer:
         limits: archive.Limits | None = None,
         concurrency: int = APPLY_CONCURRENCY,
         web_identity: ServiceAccountRef | None = None,
+        web_identity_roles: WebIdentityPolicy | None = None,
     ) -> None:
         """``local`` holds the Backups; ``endpoints`` are the S3 endpoints the operator allows.
 
         ``web_identity`` is the ServiceAccount whose identity reads a
         ``WebIdentity`` Backup's archive: the one its team role trusts, the
         backup controller's. None: the provider's own projected token.
+        ``web_identity_roles`` are the roles such a Backup may name; by default
+        none, so a ``WebIdentity`` Backup is refused and no token is minted.
         """
         self.local = local
         self.store = store
@@ -150,6 +154,7 @@ class Restorer:
         self.limits = limits or archive.Limits()
         self.concurrency = concurrency
         self.web_identity = web_identity
+        self.web_identity_roles = web_identity_roles or WebIdentityPolicy()
 
     async def restore(
         self,
@@ -252,9 +257,13 @@ class Restorer:
             raise RestoreError(msg)
         key = str((status.get("location") or {}).get("key") or "")
         storage = backup["spec"].get("storage") or {}
+        spec = storage_spec(storage, namespace)
         try:
             check_storage(backup, self.endpoints)
             check_key(str(storage.get("prefix") or ""), key)
+            if spec.assume_role_with == AssumeRoleWith.WEB_IDENTITY:
+                # Before any token is read or minted for it.
+                self.web_identity_roles.check_role(spec.role_arn, namespace)
         except TenancyError as error:
             msg = f"Backup {namespace}/{backup_name} is refused: {error}"
             raise RestoreError(msg) from None

@@ -40,6 +40,7 @@ from provider.backup import restore_steps
 from provider.backup.backups import storage_spec
 from provider.backup.restore import RestoreError, Restorer
 from provider.backup.storage import StorageError, StorageSpec, Store
+from provider.backup.web_identity import WebIdentityPolicy
 from provider.kube import Cluster, ServiceAccountRef
 from sandbox.awsstandin.cloud import Cloud, Endpoints
 from sandbox.awsstandin.identities import Identities, SeaweedAdmin
@@ -635,7 +636,10 @@ def test_the_provider_restores_an_irsa_backup_as_the_service_account_its_role_tr
 
         try:
             restorer = Restorer(
-                cluster, web_identity=ServiceAccountRef(SYSTEM_NAMESPACE, case.account)
+                cluster,
+                web_identity=ServiceAccountRef(SYSTEM_NAMESPACE, case.account),
+                # The operator enables WebIdentity for the team roles' account.
+                web_identity_roles=WebIdentityPolicy(frozenset({ACCOUNT})),
             )
             # The Backup's control plane is the local cluster itself.
             await restorer.restore(TEAM, backup, kubeconfig, progress=seen)
