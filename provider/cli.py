@@ -25,7 +25,7 @@ import socket
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 import click
 
@@ -35,6 +35,13 @@ from provider.backup.instance_restore import DEFAULT_RESTORES, RestoreBounds
 from provider.backup.restore import Restorer
 from provider.backup.schedules import ScheduleReconciler, schedule_of_backup
 from provider.backup.tenancy import EndpointPolicy, TenancyError
+from provider.backup.web_identity import (
+    DEFAULT_PARTITION,
+    WebIdentityPolicy,
+    parse_accounts,
+    parse_denied,
+    parse_partition,
+)
 from provider.cache import CachedClient, Informer
 from provider.configs import (
     USAGES_BY_CONFIG,
@@ -98,9 +105,15 @@ class Options:
     web_identity_service_account: ServiceAccountRef | None = None
     # The provider's: how many restores run at once, and how long each may run.
     restores: RestoreBounds = field(default_factory=RestoreBounds)
+    # Both: the roles a WebIdentity Backup may name; by default none (WebIdentity is off).
+    web_identity_roles: WebIdentityPolicy = field(default_factory=WebIdentityPolicy)
     # The Backup controller's: how long a deleted schedule waits for its final Backup.
     final_backup_timeout: float = parse_go_duration(DEFAULT_FINAL_BACKUP_TIMEOUT)
 
+
+# What a flag holds as click parsed it, and what its parser makes of it.
+Raw = TypeVar("Raw")
+Value = TypeVar("Value")
 
 Build = Callable[[Cluster, Options], tuple[list[Controller], Callable[[], Awaitable[None]]]]
 
@@ -274,6 +287,40 @@ COMMON_FLAGS: list[Flag] = [
     ),
 ]
 
+# Both commands': which roles a team's WebIdentity Backup may have them assume
+# (the backup controller with its projected token, the provider with one it mints).
+WEB_IDENTITY_ROLE_FLAGS: list[Flag] = [
+    click.option(
+        "--web-identity-role-account",
+        "web_identity_role_account",
+        multiple=True,
+        show_envvar=True,
+        help=(
+            "An AWS account (12 digits) whose roles a WebIdentity Backup may name; "
+            "repeatable, or separated by spaces in the variable. Default: none, so "
+            "WebIdentity Backups are refused (and no token is minted for them)."
+        ),
+    ),
+    click.option(
+        "--web-identity-partition",
+        default=DEFAULT_PARTITION,
+        show_default=True,
+        show_envvar=True,
+        help="The AWS partition of those accounts (aws, aws-cn, aws-us-gov, ...).",
+    ),
+    click.option(
+        "--web-identity-denied-role",
+        "web_identity_denied_role",
+        multiple=True,
+        show_envvar=True,
+        help=(
+            "The ARN of a role no WebIdentity Backup may name, though it trusts the "
+            "backup controller's ServiceAccount (that controller's own IRSA role, a "
+            "platform role); repeatable."
+        ),
+    ),
+]
+
 PROVIDER_FLAGS: list[Flag] = [
     click.option(
         "--poll",
@@ -326,10 +373,12 @@ PROVIDER_FLAGS: list[Flag] = [
             "it reached, and is tried again from that step at the next poll."
         ),
     ),
+    *WEB_IDENTITY_ROLE_FLAGS,
 ]
 
 
 BACKUP_FLAGS: list[Flag] = [
+    *WEB_IDENTITY_ROLE_FLAGS,
     click.option(
         "--final-backup-timeout",
         type=Duration(MINIMUM_FINAL_BACKUP_TIMEOUT_SECONDS),
@@ -358,6 +407,35 @@ def _with(flags: list[Flag]) -> Flag:
 def _env_prefix(command: str) -> dict[str, Any]:
     """Click settings that read every flag from ``<COMMAND>_<FLAG>`` too."""
     return {"auto_envvar_prefix": command.upper().replace("-", "_")}
+
+
+def _web_identity_roles(flags: dict[str, Any]) -> WebIdentityPolicy:
+    """The roles WebIdentity Backups may name, from (and out of) the parsed ``flags``."""
+    return WebIdentityPolicy(
+        accounts=_parsed(
+            "--web-identity-role-account",
+            parse_accounts,
+            flags.pop("web_identity_role_account"),
+            "111122223333",
+        ),
+        partition=_parsed(
+            "--web-identity-partition", parse_partition, flags.pop("web_identity_partition"), "aws"
+        ),
+        denied=_parsed(
+            "--web-identity-denied-role",
+            parse_denied,
+            flags.pop("web_identity_denied_role"),
+            "arn:aws:iam::111122223333:role/controlplane-backup",
+        ),
+    )
+
+
+def _parsed(flag: str, parse: Callable[[Raw], Value], value: Raw, example: str) -> Value:
+    """``parse(value)``; a usage error naming the flag, the rule and an example when bad."""
+    try:
+        return parse(value)
+    except ValueError as error:
+        raise click.UsageError(f"{flag}: {error}; e.g. {flag}={example}") from None
 
 
 def _options(lease: str, poll_interval: float, **flags: Any) -> Options:
@@ -394,9 +472,13 @@ def provider_options(**flags: Any) -> Options:
     restores = RestoreBounds(
         limit=int(flags.pop("max_restores")), deadline=float(flags.pop("restore_timeout"))
     )
+    web_identity_roles = _web_identity_roles(flags)
     options = _options(PROVIDER, float(seconds), **flags)
     return dataclasses.replace(
-        options, web_identity_service_account=web_identity, restores=restores
+        options,
+        web_identity_service_account=web_identity,
+        web_identity_roles=web_identity_roles,
+        restores=restores,
     )
 
 
@@ -416,8 +498,11 @@ def backup_options(**flags: Any) -> Options:
     takes no --poll; the interval is unused.
     """
     final_backup_timeout = float(flags.pop("final_backup_timeout"))
+    web_identity_roles = _web_identity_roles(flags)
     options = _options(BACKUP_CONTROLLER, parse_go_duration(DEFAULT_POLL), **flags)
-    return dataclasses.replace(options, final_backup_timeout=final_backup_timeout)
+    return dataclasses.replace(
+        options, final_backup_timeout=final_backup_timeout, web_identity_roles=web_identity_roles
+    )
 
 
 @click.command(BACKUP_CONTROLLER, context_settings=_env_prefix(BACKUP_CONTROLLER))
@@ -504,6 +589,7 @@ def provider_controllers(
             cluster,
             endpoints=options.s3_endpoints,
             web_identity=options.web_identity_service_account,
+            web_identity_roles=options.web_identity_roles,
         ),
         restores=options.restores,
         on_request=metrics.record_api_request,
@@ -575,7 +661,9 @@ def backup_controllers(
     cluster: Cluster, options: Options
 ) -> tuple[list[Controller], Callable[[], Awaitable[None]]]:
     """The Backup and BackupSchedule controllers on ``cluster``."""
-    backups = BackupReconciler(cluster, endpoints=options.s3_endpoints)
+    backups = BackupReconciler(
+        cluster, endpoints=options.s3_endpoints, web_identity_roles=options.web_identity_roles
+    )
     schedules = ScheduleReconciler(
         cluster,
         endpoints=options.s3_endpoints,

@@ -26,6 +26,7 @@ from provider.backup.archive import Summary
 from provider.backup.export import write_archive
 from provider.backup.storage import AssumeRoleWith, StorageError, StorageSpec, Store
 from provider.backup.tenancy import EndpointPolicy, TenancyError, check_prefix
+from provider.backup.web_identity import WebIdentityPolicy
 from provider.events import EventRecorder
 from provider.kube import Cluster, KubeError, Resource
 from provider.managed.reconciler import Result
@@ -123,16 +124,20 @@ class BackupReconciler:
         store: StoreFactory = Store.connect,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         endpoints: EndpointPolicy | None = None,
+        web_identity_roles: WebIdentityPolicy | None = None,
     ) -> None:
         """``local`` holds the Backups and Instances; ``store`` connects to S3.
 
         ``endpoints`` are the S3 endpoints the operator allows; none by default,
         so only AWS's own (or the operator's ``AWS_ENDPOINT_URL*``) is used.
+        ``web_identity_roles`` are the roles a ``WebIdentity`` Backup may name;
+        none by default, so such a Backup is refused.
         """
         self.local = local
         self.store = store
         self.clock = clock
         self.endpoints = endpoints or EndpointPolicy()
+        self.web_identity_roles = web_identity_roles or WebIdentityPolicy()
         self.events = EventRecorder(local, "controlplane-backup-controller")
 
     async def reconcile(self, namespace: str, name: str) -> Result:
@@ -147,6 +152,7 @@ class BackupReconciler:
             return Result()
         try:
             check_storage(backup, self.endpoints)
+            self._check_role(backup)
         except TenancyError as error:
             return await self._refused(backup, str(error))
         finalizers = backup["metadata"].setdefault("finalizers", [])
@@ -190,6 +196,17 @@ class BackupReconciler:
             backup, "Normal", "BackupCompleted", f"{summary.objects} objects archived"
         )
         return Result()
+
+    def _check_role(self, backup: Mapping[str, Any]) -> None:
+        """Refuse a ``WebIdentity`` role the operator does not allow, before a token goes in.
+
+        Raises:
+            TenancyError: naming the field and the rule.
+        """
+        namespace = backup["metadata"]["namespace"]
+        spec = storage_spec(backup["spec"].get("storage") or {}, namespace)
+        if spec.assume_role_with == AssumeRoleWith.WEB_IDENTITY:
+            self.web_identity_roles.check_role(spec.role_arn, namespace)
 
     async def _target(self, backup: Mapping[str, Any]) -> Target:
         namespace = backup["metadata"]["namespace"]
@@ -295,15 +312,16 @@ class BackupReconciler:
             try:
                 # Only the archive this Backup wrote: its own key, under its namespace.
                 check_storage(backup, self.endpoints)
+                self._check_role(backup)
                 if location["key"] != archive_key(backup) or location.get("bucket") != spec.bucket:
                     msg = "status.location is not this Backup's own archive"
                     raise TenancyError(msg)
-            except TenancyError:
+            except TenancyError as error:
                 await self.events.record(
                     backup,
                     "Warning",
                     "ArchiveNotDeleted",
-                    "the recorded archive is not this Backup's own; it is left in place",
+                    f"the recorded archive is left in place: {error}",
                 )
                 location = {}
         if location.get("key"):

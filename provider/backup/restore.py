@@ -60,6 +60,7 @@ from provider.backup.storage import (
     Store,
 )
 from provider.backup.tenancy import EndpointPolicy, TenancyError, check_key
+from provider.backup.web_identity import WebIdentityPolicy
 from provider.kube import (
     CRDS,
     Cluster,
@@ -143,6 +144,7 @@ class Restorer:
         concurrency: int = APPLY_CONCURRENCY,
         web_identity: ServiceAccountRef | None = None,
         scratch_free: Callable[[], int] = scratch_free_bytes,
+        web_identity_roles: WebIdentityPolicy | None = None,
     ) -> None:
         """``local`` holds the Backups; ``endpoints`` are the S3 endpoints the operator allows.
 
@@ -153,6 +155,8 @@ class Restorer:
         ``web_identity`` is the ServiceAccount whose identity reads a
         ``WebIdentity`` Backup's archive: the one its team role trusts, the
         backup controller's. None: the provider's own projected token.
+        ``web_identity_roles`` are the roles such a Backup may name; by default
+        none, so a ``WebIdentity`` Backup is refused and no token is minted.
         """
         self.local = local
         self.store = store
@@ -162,6 +166,7 @@ class Restorer:
         self.concurrency = concurrency
         self.web_identity = web_identity
         self.scratch_free = scratch_free
+        self.web_identity_roles = web_identity_roles or WebIdentityPolicy()
 
     async def restore(
         self,
@@ -271,9 +276,13 @@ class Restorer:
             raise RestoreError(msg)
         key = str((status.get("location") or {}).get("key") or "")
         storage = backup["spec"].get("storage") or {}
+        spec = storage_spec(storage, namespace)
         try:
             check_storage(backup, self.endpoints)
             check_key(str(storage.get("prefix") or ""), key)
+            if spec.assume_role_with == AssumeRoleWith.WEB_IDENTITY:
+                # Before any token is read or minted for it.
+                self.web_identity_roles.check_role(spec.role_arn, namespace)
         except TenancyError as error:
             msg = f"Backup {namespace}/{backup_name} is refused: {error}"
             raise RestoreError(msg) from None

@@ -6,6 +6,7 @@ import pytest
 
 from sandbox.apiserver import APIServerFactory, Etcd
 from sandbox.spaces import SPACES_CRD, Kube, SpacesSimulator
+from tests.backup.test_credentials import aws  # noqa: F401 (IAM, STS and S3 of AWS's stand-in)
 from tests.backup.test_roundtrip import planes  # noqa: F401 (shared by every module here)
 from tests.backup.test_schedule import local  # noqa: F401 (an API server with the backup CRDs)
 from tests.provider.conftest import SPACE_GROUP

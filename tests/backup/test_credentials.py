@@ -40,6 +40,7 @@ from provider.backup import restore_steps
 from provider.backup.backups import storage_spec
 from provider.backup.restore import RestoreError, Restorer
 from provider.backup.storage import StorageError, StorageSpec, Store
+from provider.backup.web_identity import WebIdentityPolicy
 from provider.kube import Cluster, ServiceAccountRef
 from sandbox.awsstandin.cloud import Cloud, Endpoints
 from sandbox.awsstandin.identities import Identities, SeaweedAdmin
@@ -121,6 +122,8 @@ def render(trust: dict[str, Any], composite: str, bucket: str, role_arn: str = "
     """What the function composes for a team's backups into ``bucket`` with this trust."""
     function_input = b.example_input()
     function_input["backup"]["trust"] = trust
+    # The operator allows the team this existing bucket.
+    function_input["backup"]["allowedBuckets"] = [bucket]
     xr = b.composite({"backup": {"bucket": {"name": bucket}}}, name=composite, namespace=TEAM)
     seen = {"backup-role": b.role_with_arn(role_arn)} if role_arn else None
     return compose(b.observed(xr, seen), function_input)
@@ -635,7 +638,10 @@ def test_the_provider_restores_an_irsa_backup_as_the_service_account_its_role_tr
 
         try:
             restorer = Restorer(
-                cluster, web_identity=ServiceAccountRef(SYSTEM_NAMESPACE, case.account)
+                cluster,
+                web_identity=ServiceAccountRef(SYSTEM_NAMESPACE, case.account),
+                # The operator enables WebIdentity for the team roles' account.
+                web_identity_roles=WebIdentityPolicy(frozenset({ACCOUNT})),
             )
             # The Backup's control plane is the local cluster itself.
             await restorer.restore(TEAM, backup, kubeconfig, progress=seen)

@@ -74,35 +74,99 @@ def built(folder: str) -> list[dict[str, Any]]:
     return [doc for doc in yaml.safe_load_all(result.stdout) if doc]
 
 
+# Each rule of a policy as (its peers, its ports): a peer is "any" (no peer: every
+# source or destination), "ipBlock <cidr>", or the namespace and pod labels it selects.
+Rule = tuple[frozenset[str], frozenset[tuple[str, int]]]
+
+DNS: Rule = (
+    frozenset({"namespace kubernetes.io/metadata.name=kube-system, pods k8s-app=kube-dns"}),
+    frozenset({("UDP", 53), ("TCP", 53)}),
+)
+MONITORING: Rule = (
+    frozenset({"namespace kubernetes.io/metadata.name=monitoring, pods any"}),
+    frozenset({("TCP", 8080)}),
+)
+# RFC 5737's documentation ranges: an overlay replaces each with its addresses.
+API_SERVER: Rule = (frozenset({"ipBlock 192.0.2.0/24"}), frozenset({("TCP", 443), ("TCP", 6443)}))
+S3_AND_STS: Rule = (frozenset({"ipBlock 203.0.113.0/24"}), frozenset({("TCP", 443)}))
+
+
+def _labels(selector: dict[str, Any] | None) -> str:
+    labels = (selector or {}).get("matchLabels") or {}
+    assert not (selector or {}).get("matchExpressions"), "selected by labels only"
+    return ",".join(f"{key}={value}" for key, value in sorted(labels.items())) or "any"
+
+
+def _peer(peer: dict[str, Any]) -> str:
+    if "ipBlock" in peer:
+        block = peer["ipBlock"]
+        excepted = f" except {block['except']}" if "except" in block else ""
+        return f"ipBlock {block['cidr']}{excepted}"
+    namespace = _labels(peer.get("namespaceSelector")) if "namespaceSelector" in peer else "own"
+    return f"namespace {namespace}, pods {_labels(peer.get('podSelector'))}"
+
+
+def rules(policy: dict[str, Any], direction: str) -> list[Rule]:
+    """The policy's ingress or egress rules, as (peers, ports)."""
+    peers_key = "from" if direction == "ingress" else "to"
+    return [
+        (
+            frozenset(_peer(peer) for peer in rule.get(peers_key) or []) or frozenset({"any"}),
+            frozenset((p["protocol"], p["port"]) for p in rule.get("ports") or []),
+        )
+        for rule in policy["spec"].get(direction) or []
+    ]
+
+
 @dataclass(frozen=True)
 class PolicyCase:
     reason: str
     folder: str
     # Where the controller's pod labels are set, as (kind, path to the labels).
     workload: tuple[str, tuple[str, ...]]
+    egress: list[Rule]
 
 
 POLICIES = [
     PolicyCase(
-        "The Backup controller's pods may reach only DNS and https, and take only metrics.",
+        "The Backup controller reaches kube-dns, the API server, the hosted control planes, "
+        "and S3 and STS, and takes metrics only from the monitoring namespace.",
         "deploy/backup-controller",
         ("Deployment", ("spec", "template", "metadata", "labels")),
+        [
+            DNS,
+            API_SERVER,
+            (frozenset({"ipBlock 198.51.100.0/24"}), frozenset({("TCP", 443)})),
+            S3_AND_STS,
+        ],
     ),
     PolicyCase(
-        "The provider's pods (labelled by its runtime config) are held to the same.",
+        "The provider's pods (labelled by its runtime config) reach kube-dns, the API server, "
+        "the Spaces, and S3 and STS for restores, and take metrics only from monitoring.",
         "deploy/provider",
         (
             "DeploymentRuntimeConfig",
             ("spec", "deploymentTemplate", "spec", "template", "metadata", "labels"),
         ),
+        [
+            DNS,
+            API_SERVER,
+            (frozenset({"ipBlock 198.51.100.0/24"}), frozenset({("TCP", 443), ("TCP", 6443)})),
+            S3_AND_STS,
+        ],
     ),
 ]
 
 
-@pytest.mark.parametrize("case", POLICIES, ids=lambda case: case.reason)
-def test_a_network_policy_holds_the_controllers_egress_to_dns_and_https(case: PolicyCase) -> None:
+def _policy(case: PolicyCase) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     docs = built(case.folder)
     (policy,) = [d for d in docs if d["kind"] == "NetworkPolicy"]
+    return policy, docs
+
+
+@pytest.mark.parametrize("case", POLICIES, ids=lambda case: case.reason)
+def test_a_network_policy_selects_the_controllers_pods_both_ways(case: PolicyCase) -> None:
+    policy, docs = _policy(case)
     kind, path = case.workload
     (workload,) = [d for d in docs if d["kind"] == kind]
     labels = workload
@@ -112,11 +176,29 @@ def test_a_network_policy_holds_the_controllers_egress_to_dns_and_https(case: Po
     selected = spec["podSelector"]["matchLabels"]
     assert selected.items() <= labels.items(), "the policy selects the controller's pods"
     assert set(spec["policyTypes"]) == {"Ingress", "Egress"}
-    egress = {(p["protocol"], p["port"]) for rule in spec["egress"] for p in rule["ports"]}
-    assert egress == {("UDP", 53), ("TCP", 53), ("TCP", 443), ("TCP", 6443)}
-    assert all("to" not in rule or rule["to"] for rule in spec["egress"])
-    ingress = {(p["protocol"], p["port"]) for rule in spec["ingress"] for p in rule["ports"]}
-    assert ingress == {("TCP", 8080)}
+
+
+@pytest.mark.parametrize("case", POLICIES, ids=lambda case: case.reason)
+def test_metrics_are_taken_only_from_the_monitoring_namespace(case: PolicyCase) -> None:
+    policy, _ = _policy(case)
+    ingress = rules(policy, "ingress")
+    assert ingress == [MONITORING]
+    for peers, ports in ingress:
+        assert "any" not in peers, f"every source may reach {sorted(ports)}"
+        assert not any(peer.startswith("ipBlock") for peer in peers)
+
+
+@pytest.mark.parametrize("case", POLICIES, ids=lambda case: case.reason)
+def test_egress_goes_only_to_the_narrowed_destinations(case: PolicyCase) -> None:
+    policy, _ = _policy(case)
+    egress = rules(policy, "egress")
+    assert egress == case.egress
+    for peers, ports in egress:
+        assert "any" not in peers, f"every destination is allowed on {sorted(ports)}"
+        assert ports, "every port is allowed"
+        assert not any(peer.startswith(("ipBlock 0.0.0.0/", "ipBlock ::/")) for peer in peers)
+        if ("UDP", 53) in ports:
+            assert peers == DNS[0], "DNS only to kube-dns"
 
 
 @pytest.mark.parametrize("case", BASES, ids=lambda case: case.reason)

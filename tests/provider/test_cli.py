@@ -18,6 +18,7 @@ import yaml
 from click.testing import CliRunner
 
 from provider.backup.instance_restore import RestoreBounds
+from provider.backup.web_identity import WebIdentityPolicy
 from provider.cli import Options, backup_main, backup_options, main, provider_options
 from provider.kube import ServiceAccountRef
 from tests.schemas import ROOT
@@ -46,6 +47,11 @@ def parse(
     with command.make_context(command.name, list(args)) as ctx:
         build = provider_options if command is main else backup_options
         return build(**ctx.params)
+
+
+def _prefix(command: click.Command) -> str:
+    """The prefix of the command's own variables."""
+    return str(command.name).upper().replace("-", "_")
 
 
 @dataclass
@@ -252,6 +258,52 @@ GOOD_CASES = [
         {"web_identity_service_account": None},
         command=backup_main,
     ),
+    *(
+        case
+        for command in (main, backup_main)
+        for case in (
+            GoodCase(
+                f"{command.name}: WebIdentity is off by default: no account's role may be named.",
+                [],
+                {"web_identity_roles": WebIdentityPolicy()},
+                command=command,
+            ),
+            GoodCase(
+                f"{command.name}: --web-identity-role-account repeats; the partition is aws.",
+                [
+                    "--web-identity-role-account=111122223333",
+                    "--web-identity-role-account",
+                    "444455556666",
+                ],
+                {
+                    "web_identity_roles": WebIdentityPolicy(
+                        frozenset({"111122223333", "444455556666"})
+                    )
+                },
+                command=command,
+            ),
+            GoodCase(
+                f"{command.name}: the web identity settings are read from their variables, "
+                "accounts separated by spaces.",
+                [],
+                {
+                    "web_identity_roles": WebIdentityPolicy(
+                        frozenset({"111122223333", "444455556666"}),
+                        "aws-us-gov",
+                        frozenset({"arn:aws-us-gov:iam::111122223333:role/platform"}),
+                    )
+                },
+                env={
+                    f"{_prefix(command)}_WEB_IDENTITY_ROLE_ACCOUNT": "111122223333 444455556666",
+                    f"{_prefix(command)}_WEB_IDENTITY_PARTITION": "aws-us-gov",
+                    f"{_prefix(command)}_WEB_IDENTITY_DENIED_ROLE": (
+                        "arn:aws-us-gov:iam::111122223333:role/Platform"
+                    ),
+                },
+                command=command,
+            ),
+        )
+    ),
 ]
 
 
@@ -395,6 +447,41 @@ BAD_CASES = [
         [],
         ["'--web-identity-service-account'", "is not NAMESPACE/NAME"],
         env={"CONTROLPLANE_PROVIDER_WEB_IDENTITY_SERVICE_ACCOUNT": "nobody"},
+    ),
+    *(
+        case
+        for command in (main, backup_main)
+        for case in (
+            BadCase(
+                f"{command.name}: --web-identity-role-account takes an account id, not a role.",
+                ["--web-identity-role-account=arn:aws:iam::111122223333:role/x"],
+                [
+                    "--web-identity-role-account:",
+                    "is not an AWS account id (12 digits)",
+                    "e.g. --web-identity-role-account=111122223333",
+                ],
+                command=command,
+            ),
+            BadCase(
+                f"{command.name}: a bad account in the variable names the flag it sets.",
+                [],
+                ["--web-identity-role-account:", "'1234' is not an AWS account id"],
+                env={f"{_prefix(command)}_WEB_IDENTITY_ROLE_ACCOUNT": "111122223333 1234"},
+                command=command,
+            ),
+            BadCase(
+                f"{command.name}: --web-identity-partition is an AWS partition.",
+                ["--web-identity-partition=gcp"],
+                ["--web-identity-partition:", "is not an AWS partition"],
+                command=command,
+            ),
+            BadCase(
+                f"{command.name}: --web-identity-denied-role is a role's ARN.",
+                ["--web-identity-denied-role=controlplane-backup-controller"],
+                ["--web-identity-denied-role:", "is not an IAM role's ARN", "e.g."],
+                command=command,
+            ),
+        )
     ),
     BadCase(
         "The backup controller refuses a bad --sync the same way.",

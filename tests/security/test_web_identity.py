@@ -1,0 +1,207 @@
+"""Which roles a team's WebIdentity Backup may name (issue 18): the pure rules.
+
+A WebIdentity Backup has the backup controller pass its projected token, and a
+restore a token the provider mints for that controller, straight into
+``storage.roleArn``: every role trusting that subject would open. Only the
+operator's accounts, partition and the namespace's own team roles may.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pytest
+
+from function.names import AwsNames
+from provider.backup.tenancy import TenancyError
+from provider.backup.web_identity import (
+    WebIdentityPolicy,
+    parse_accounts,
+    parse_denied,
+    parse_partition,
+)
+
+ACCOUNT = "111122223333"
+FOREIGN = "444455556666"
+CONTROLLER_ROLE = f"arn:aws:iam::{ACCOUNT}:role/controlplane-backup-controller"
+ENABLED = WebIdentityPolicy(frozenset({ACCOUNT}))
+
+
+@dataclass(frozen=True)
+class RoleCase:
+    reason: str
+    role_arn: str
+    # Empty: allowed; else the rule named in the refusal.
+    refused: str = ""
+    policy: WebIdentityPolicy = ENABLED
+    namespace: str = "team-a"
+
+
+ROLES = [
+    RoleCase(
+        "the namespace's team role in an account the operator lists is allowed",
+        f"arn:aws:iam::{ACCOUNT}:role/team-a-myctp-backup",
+    ),
+    RoleCase(
+        "a team role under an IAM path is the same role by its name",
+        f"arn:aws:iam::{ACCOUNT}:role/teams/team-a-myctp-backup",
+    ),
+    RoleCase(
+        "nothing is allowed by default: the operator lists no account, so no token is minted",
+        f"arn:aws:iam::{ACCOUNT}:role/team-a-myctp-backup",
+        refused="assumeRoleWith WebIdentity is off: the operator allows no AWS account's roles "
+        "(--web-identity-role-account)",
+        policy=WebIdentityPolicy(),
+    ),
+    RoleCase(
+        "a role in an account the operator does not list is refused, however it is named",
+        f"arn:aws:iam::{FOREIGN}:role/team-a-myctp-backup",
+        refused=f"is in AWS account {FOREIGN}, which the operator does not allow "
+        "(--web-identity-role-account)",
+    ),
+    RoleCase(
+        "a role in another partition is refused",
+        f"arn:aws-cn:iam::{ACCOUNT}:role/team-a-myctp-backup",
+        refused="is in partition aws-cn, not aws, the operator's (--web-identity-partition)",
+    ),
+    RoleCase(
+        "the operator's partition is the one allowed",
+        f"arn:aws-us-gov:iam::{ACCOUNT}:role/team-a-myctp-backup",
+        policy=WebIdentityPolicy(frozenset({ACCOUNT}), "aws-us-gov"),
+    ),
+    RoleCase(
+        "the backup controller's own role is refused: it trusts the same subject",
+        CONTROLLER_ROLE,
+        refused="must name a role of the namespace, whose name begins with 'team-a-'",
+    ),
+    RoleCase(
+        "the controller's own role is refused by name, even to a namespace its name starts with",
+        CONTROLLER_ROLE,
+        refused="is a role the operator denies to teams (--web-identity-denied-role)",
+        policy=WebIdentityPolicy(frozenset({ACCOUNT}), denied=frozenset({CONTROLLER_ROLE})),
+        namespace="controlplane",
+    ),
+    RoleCase(
+        "a denied role is refused whatever the case of its name (IAM names are case-insensitive)",
+        CONTROLLER_ROLE.replace("controlplane-backup", "ControlPlane-Backup"),
+        refused="is a role the operator denies to teams (--web-identity-denied-role)",
+        policy=WebIdentityPolicy(frozenset({ACCOUNT}), denied=frozenset({CONTROLLER_ROLE})),
+        namespace="controlplane",
+    ),
+    RoleCase(
+        "another namespace's team role is refused",
+        f"arn:aws:iam::{ACCOUNT}:role/team-b-myctp-backup",
+        refused="must name a role of the namespace, whose name begins with 'team-a-'",
+    ),
+    RoleCase(
+        "a namespace that only starts the same is another",
+        f"arn:aws:iam::{ACCOUNT}:role/team-ab-myctp-backup",
+        refused="must name a role of the namespace, whose name begins with 'team-a-'",
+    ),
+    RoleCase(
+        "a user is not a role",
+        f"arn:aws:iam::{ACCOUNT}:user/team-a-myctp-backup",
+        refused="must be an IAM role's ARN, arn:aws:iam::<account>:role/<name>",
+    ),
+    RoleCase(
+        "an empty role is not a role",
+        "",
+        refused="must be an IAM role's ARN",
+    ),
+    RoleCase(
+        "an account id that is not 12 digits is not an ARN",
+        "arn:aws:iam::1111:role/team-a-myctp-backup",
+        refused="must be an IAM role's ARN",
+    ),
+]
+
+
+@pytest.mark.parametrize("case", ROLES, ids=lambda c: c.reason)
+def test_a_web_identity_backup_may_name_only_the_operators_accounts_team_roles(
+    case: RoleCase,
+) -> None:
+    if not case.refused:
+        case.policy.check_role(case.role_arn, case.namespace)
+        return
+    with pytest.raises(TenancyError) as refused:
+        case.policy.check_role(case.role_arn, case.namespace)
+    assert str(refused.value).startswith("spec.storage.roleArn")
+    assert case.refused in str(refused.value)
+
+
+@dataclass(frozen=True)
+class NamingCase:
+    reason: str
+    namespace: str
+    composite: str
+
+
+NAMINGS = [
+    NamingCase("a short name is kept whole", "team-a", "myctp"),
+    NamingCase("a long composite's name is shortened after the namespace", "team-a", "c" * 60),
+    NamingCase("a namespace of 47 characters keeps its dash", "n" * 47, "myctp"),
+    NamingCase("a namespace of 48 characters is cut at its end", "n" * 48, "myctp"),
+    NamingCase("a namespace of 54 characters is cut inside", "n" * 54, "myctp"),
+    NamingCase("a namespace of 63 characters is cut inside", "n" * 63, "myctp"),
+    NamingCase("a namespace cut at a dash", "n" * 47 + "-x", "myctp"),
+    NamingCase("a namespace cut right after a dash", "n" * 46 + "-x", "myctp"),
+]
+
+
+@pytest.mark.parametrize("case", NAMINGS, ids=lambda c: c.reason)
+def test_the_team_roles_the_function_names_are_the_namespaces_and_no_other(
+    case: NamingCase,
+) -> None:
+    # The names of today, and those a composite made before the hash keeps.
+    for names in (
+        AwsNames.of("bucket-prefix", case.namespace, case.composite),
+        AwsNames.before_hashes("bucket-prefix", case.namespace, case.composite),
+    ):
+        arn = f"arn:aws:iam::{ACCOUNT}:role/{names.role}"
+        ENABLED.check_role(arn, case.namespace)
+        with pytest.raises(TenancyError, match="must name a role of the namespace"):
+            ENABLED.check_role(arn, "other")
+
+
+@dataclass(frozen=True)
+class SettingCase:
+    reason: str
+    parse: object
+    value: object
+    # Empty: parsed; else part of the error.
+    error: str = ""
+
+
+SETTINGS = [
+    SettingCase("accounts may be repeated or space separated", parse_accounts, [ACCOUNT, FOREIGN]),
+    SettingCase("an account of 11 digits is refused", parse_accounts, ["11112222333"], "12 digits"),
+    SettingCase("an account ARN is not an account id", parse_accounts, [CONTROLLER_ROLE], "12"),
+    SettingCase("aws-us-gov is a partition", parse_partition, "aws-us-gov"),
+    SettingCase("a partition is aws or aws-...", parse_partition, "azure", "not an AWS partition"),
+    SettingCase("a denied role is a role's ARN", parse_denied, [CONTROLLER_ROLE]),
+    SettingCase("a denied role's name alone is refused", parse_denied, ["x"], "IAM role's ARN"),
+]
+
+
+@pytest.mark.parametrize("case", SETTINGS, ids=lambda c: c.reason)
+def test_the_operators_settings_are_checked_with_the_rule_named(case: SettingCase) -> None:
+    parse = case.parse
+    assert callable(parse)
+    if not case.error:
+        parse(case.value)
+        return
+    with pytest.raises(ValueError, match=case.error):
+        parse(case.value)
+
+
+def test_accounts_in_one_setting_are_split_on_spaces_and_commas() -> None:
+    assert parse_accounts([f"{ACCOUNT} {FOREIGN},999988887777"]) == {
+        ACCOUNT,
+        FOREIGN,
+        "999988887777",
+    }
+
+
+def test_denied_roles_are_kept_in_lower_case() -> None:
+    mixed = CONTROLLER_ROLE.replace("controlplane-backup", "ControlPlane-Backup")
+    assert parse_denied([mixed]) == {CONTROLLER_ROLE}
