@@ -32,8 +32,13 @@ def _allowed() -> EndpointPolicy:
 
 def peak_rss_mib(pid: int) -> float:
     """VmHWM: the process's peak resident set since it exec'd (ru_maxrss would count the fork)."""
+    return status_mib(pid, "VmHWM")
+
+
+def status_mib(pid: int, field: str) -> float:
+    """A memory field of /proc/PID/status (VmRSS, VmHWM...) in MiB; NaN if it has none."""
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
+        if line.startswith(f"{field}:"):
             return int(line.split()[1]) / 1024
     return float("nan")
 

@@ -97,6 +97,11 @@ class _Process:
             self._log.close()
             raise
 
+    @property
+    def pid(self) -> int:
+        """Its process id."""
+        return self._popen.pid
+
     def log_tail(self, lines: int = _LOG_TAIL_LINES) -> str:
         """The last lines of the process's output."""
         text = self.log_path.read_text(errors="replace")
@@ -443,6 +448,12 @@ class APIServer:
     client_key_path: Path
     log_path: Path
     lifecycle: _Lifecycle | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def pid(self) -> int | None:
+        """The server's process id while it runs."""
+        process = self.lifecycle.process if self.lifecycle is not None else None
+        return process.pid if process is not None else None
 
     def stop(self) -> None:
         """Stop the server process (its address, certificates and data stay)."""

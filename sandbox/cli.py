@@ -105,7 +105,7 @@ def up(workdir: Path | None, no_build: bool, from_images: bool) -> None:
     click.echo(f"starting the platform in {workdir} (a minute or two)...")
     started = time.monotonic()
     try:
-        with Platform(workdir, launcher) as platform:
+        with Platform(workdir, launcher, crossplane_in_hosted=True) as platform:
             repository = platform.git.repository("demo")
             repository.commit(EXAMPLE_FILES, "An example for the sandbox")
             example = workdir / "controlplane.yaml"
@@ -124,6 +124,7 @@ Try:
   kubectl -n team-demo get managed,kustomizations,gitrepositories
   kubectl -n team-demo get secret demo-kubeconfig -o jsonpath='{{.data.kubeconfig}}' \\
     | base64 -d > demo.kubeconfig   # the team's control plane; Flux put a ConfigMap there
+  kubectl --kubeconfig demo.kubeconfig get crds   # Crossplane runs there too: install packages
 
 Logs are in {workdir}. Ctrl-C stops everything.""",
                 nl=True,

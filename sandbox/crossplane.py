@@ -11,6 +11,10 @@ function serves a certificate signed by core's `crossplane-root-ca`.
 Core's webhook (deletion ordering with Usages) is served on a loopback port:
 the webhook configuration `core init` writes names a Service, which nothing
 routes here, so it is pointed at `https://127.0.0.1:PORT`.
+
+The same `CrossplaneCore` runs on the management cluster and inside hosted
+control planes (`sandbox.hosted`); with no pod to probe, `running` tells
+whether it is up.
 """
 
 from __future__ import annotations
@@ -20,10 +24,14 @@ import contextlib
 import threading
 import time
 import urllib.request
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
 from typing import Any
 
+import urllib3
+import yaml
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
@@ -31,7 +39,7 @@ from sandbox.apiserver import APIServer, StartError, free_port
 from sandbox.paths import TOOLS, TOOLS_BIN
 from sandbox.pki import KeyPair, issue
 from sandbox.processes import Process
-from sandbox.spaces import Kube
+from sandbox.spaces import Kube, condition
 
 CORE_BIN = TOOLS_BIN / "crossplane-core"
 CORE_CRDS = TOOLS / "crossplane-core" / "crds"
@@ -59,6 +67,31 @@ def _secret_data(kube: Kube, name: str) -> dict[str, bytes]:
     return {key: base64.b64decode(value) for key, value in (found.get("data") or {}).items()}
 
 
+def condition_true(obj: dict[str, Any] | None, type_: str) -> bool:
+    """Whether the object's condition of `type_` has status True."""
+    return condition(obj, type_).get("status") == "True"
+
+
+def package_healthy(kube: Kube, plural: str, name: str) -> bool:
+    """Whether the package is Installed and Healthy; `plural`: functions, providers..."""
+    found = kube.get(plural, None, name, *PKG)
+    return condition_true(found, "Installed") and condition_true(found, "Healthy")
+
+
+@cache
+def core_crd_names(folder: Path = CORE_CRDS) -> frozenset[str]:
+    """The names of the CRDs core installs (the files of its CRDS_PATH)."""
+    return frozenset(
+        yaml.safe_load(path.read_text())["metadata"]["name"] for path in folder.glob("*.yaml")
+    )
+
+
+def unestablished(expected: Iterable[str], crds: Iterable[dict[str, Any]]) -> set[str]:
+    """The names in `expected` that `crds` lacks or holds without Established True."""
+    established = {crd["metadata"]["name"] for crd in crds if condition_true(crd, "Established")}
+    return set(expected) - established
+
+
 def _write_certs(folder: Path, pair: KeyPair, ca: bytes) -> Path:
     """The layout Kubernetes gives a mounted TLS Secret: tls.crt, tls.key, ca.crt."""
     folder.mkdir(parents=True, exist_ok=True)
@@ -71,10 +104,14 @@ def _write_certs(folder: Path, pair: KeyPair, ca: bytes) -> Path:
 
 @dataclass
 class CrossplaneCore:
-    """Crossplane core on one API server: `core init`, then `core start`."""
+    """Crossplane core on one API server: `core init`, then `core start`.
+
+    `name` names its processes in logs and errors (one core per cluster).
+    """
 
     server: APIServer
     workdir: Path
+    name: str = "crossplane"
     webhook_port: int = field(default_factory=free_port)
     metrics_port: int = field(default_factory=free_port)
     health_port: int = field(default_factory=free_port)
@@ -123,7 +160,7 @@ class CrossplaneCore:
             )
         for attempt in range(1, _INIT_ATTEMPTS + 1):
             init = Process(
-                "crossplane-init",
+                f"{self.name}-init",
                 [str(CORE_BIN), "core", "init", "--activation=*"],
                 self.workdir / "crossplane-init.log",
                 env=self._environment(),
@@ -154,7 +191,7 @@ class CrossplaneCore:
         )
         self._route_webhooks(ca.cert)
         self.process = Process(
-            "crossplane",
+            self.name,
             [
                 str(CORE_BIN),
                 "core",
@@ -182,6 +219,17 @@ class CrossplaneCore:
         """Stop core."""
         if self.process is not None:
             self.process.stop()
+
+    def running(self) -> bool:
+        """Core's health without a pod: its process alive and ready, and its CRDs Established."""
+        if self.process is None or not self.process.running() or not self._ready():
+            return False
+        try:
+            listed = self.kube.extensions.list_custom_resource_definition()
+        except (ApiException, OSError, urllib3.exceptions.HTTPError):
+            return False
+        crds = self.kube.api.sanitize_for_serialization(listed)["items"]
+        return not unestablished(core_crd_names(), crds)
 
     def _ready(self) -> bool:
         try:

@@ -13,7 +13,9 @@ One etcd holds every cluster, each a kube-apiserver under its own prefix:
 - the Space: the upstream Spaces CRDs, with `SpacesSimulator` playing the
   Spaces controller;
 - one hosted control plane (API server) per Space ControlPlane, started when
-  the simulator first sees it;
+  the simulator first sees it, with Crossplane core inside if the platform
+  was started with `crossplane_in_hosted` or a scenario asks for it
+  (`crossplane_in`);
 - SeaweedFS (S3), moto (IAM, STS) and the provider-aws stand-in
   (`sandbox.aws`); the backup controller and the provider write and read
   backups as the writer identity the compositions trust.
@@ -26,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import tempfile
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import partial
@@ -38,16 +41,23 @@ from sandbox import kubectl
 from sandbox.apiserver import APIServer, APIServerFactory, run_etcd
 from sandbox.aws import Aws
 from sandbox.controller_manager import ControllerManager
-from sandbox.crossplane import NAMESPACE, PKG, CrossplaneCore, PackageRuntime
+from sandbox.crossplane import (
+    NAMESPACE,
+    CrossplaneCore,
+    PackageRuntime,
+    condition_true,
+    package_healthy,
+)
 from sandbox.flux import Flux
 from sandbox.git import GitServer
+from sandbox.hosted import HostedControlPlane
 from sandbox.launcher import Launcher, VirtualenvLauncher
 from sandbox.ours import Controller, FunctionServer
 from sandbox.paths import REPO_ROOT, UPSTREAM_CRDS
 from sandbox.pki import issue
 from sandbox.processes import Process
 from sandbox.registry import FUNCTION, PROVIDER, Registry
-from sandbox.spaces import SPACES_CRD, Kube, SpacesSimulator, condition, wait_for
+from sandbox.spaces import SPACES_CRD, Kube, SpacesSimulator, wait_for
 
 SPACE_GROUP = "default"
 SPACE_SECRET = "space-kubeconfig"
@@ -81,22 +91,26 @@ def sandbox_composition(path: Path, writer_arn: str, git_host: str) -> dict[str,
     return composition
 
 
-def _has(obj: dict[str, Any] | None, type_: str) -> bool:
-    return condition(obj, type_).get("status") == "True"
-
-
 @dataclass
 class Platform:
-    """Every process of the platform, started by `start` and stopped on exit."""
+    """Every process of the platform, started by `start` and stopped on exit.
+
+    `crossplane_in_hosted` runs Crossplane core in every hosted control plane
+    as it starts (the ControlPlane is Ready once core is); without it, core
+    starts only in those a scenario asks for with `crossplane_in`.
+    """
 
     workdir: Path
     launcher: Launcher = field(default_factory=VirtualenvLauncher)
     provider_args: tuple[str, ...] = ("--poll", "5s")
+    crossplane_in_hosted: bool = False
 
     def __post_init__(self) -> None:
         self._stack = contextlib.ExitStack()
         self.processes: list[Process] = []
-        self.hosted: dict[str, APIServer] = {}
+        self.hosted_control_planes: dict[str, HostedControlPlane] = {}
+        # The simulator's thread adds hosted control planes while tests read them.
+        self._hosted_lock = threading.Lock()
 
     def __enter__(self) -> Platform:
         try:
@@ -193,10 +207,33 @@ class Platform:
         self.git = self._stack.enter_context(GitServer(self.workdir / "git"))
         self._install_api()
 
+    @property
+    def hosted(self) -> dict[str, APIServer]:
+        """The API server of each hosted control plane, by the Space ControlPlane's name."""
+        with self._hosted_lock:
+            return {name: plane.server for name, plane in self.hosted_control_planes.items()}
+
+    def crossplane_in(self, name: str) -> HostedControlPlane:
+        """The hosted control plane `name`, with Crossplane core running in it (started if not)."""
+        with self._hosted_lock:
+            plane = self.hosted_control_planes[name]
+        plane.start_crossplane()
+        return plane
+
+    def crossplane_running(self, name: str) -> bool:
+        """Whether Crossplane runs in the hosted control plane `name` (False if there is none)."""
+        with self._hosted_lock:
+            plane = self.hosted_control_planes.get(name)
+        return plane is not None and plane.crossplane_running()
+
     def _hosted(self, name: str) -> APIServer:
-        server = self.factory(name=name)
-        self.hosted[name] = server
-        return server
+        plane = HostedControlPlane(name, self.factory(name=name), self.workdir / "hosted" / name)
+        self._stack.callback(plane.stop)
+        with self._hosted_lock:
+            self.hosted_control_planes[name] = plane
+        if self.crossplane_in_hosted:
+            self.crossplane_in(name)
+        return plane.server
 
     def _manifest(self, name: str, *documents: dict[str, Any]) -> Path:
         path = self.workdir / "manifests" / f"{name}.yaml"
@@ -224,13 +261,9 @@ class Platform:
         for plural, package in (("functions", FUNCTION), ("providers", PROVIDER)):
             wait_for(
                 f"{plural} {package.name} Installed and Healthy",
-                partial(self._healthy_package, plural, package.name),
+                partial(package_healthy, self.kube, plural, package.name),
                 timeout=INSTALL_DEADLINE,
             )
-
-    def _healthy_package(self, plural: str, name: str) -> bool:
-        found = self.kube.get(plural, None, name, *PKG)
-        return _has(found, "Installed") and _has(found, "Healthy")
 
     def _install_aws_crds(self) -> None:
         """The provider-aws CRDs of the kinds the composition composes."""
@@ -263,11 +296,11 @@ class Platform:
             "compositeresourcedefinitions", None, name, "apiextensions.crossplane.io", "v2"
         )
         spec = (xrd or {}).get("spec") or {}
-        if not _has(xrd, "Established"):
+        if not condition_true(xrd, "Established"):
             return False
         crds = [f"{spec['names']['plural']}.{spec['group']}"]
         if "claimNames" in spec:
-            if not _has(xrd, "Offered"):
+            if not condition_true(xrd, "Offered"):
                 return False
             crds.append(f"{spec['claimNames']['plural']}.{spec['group']}")
         return all(self.kube.established(crd) for crd in crds)
@@ -284,9 +317,12 @@ class Platform:
 
     def logs(self, lines: int = 40) -> str:
         """The tail of every process's log (and the in-process stand-in's), for a failure."""
+        with self._hosted_lock:
+            cores = [plane.core for plane in self.hosted_control_planes.values()]
+        hosted = [core.process for core in cores if core is not None and core.process is not None]
         tails = [
             f"--- {process.name} ({process.log_path})\n{process.log_tail(lines)}"
-            for process in self.processes
+            for process in (*self.processes, *hosted)
         ]
         standin = self.workdir / "aws" / "aws-standin.log"
         if standin.is_file():

@@ -27,9 +27,9 @@ _NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
 @dataclass(frozen=True)
 class Package:
-    """One of our packages: its folder under package/ and its name."""
+    """A package to build: the folder holding its crossplane.yaml, and its name."""
 
-    folder: str
+    root: Path
     name: str
 
     @property
@@ -38,8 +38,8 @@ class Package:
         return f"{PRODUCTION_PREFIX}{self.name}:{PACKAGE_VERSION}"
 
 
-FUNCTION = Package("function", "function-controlplane")
-PROVIDER = Package("provider", "provider-controlplane")
+FUNCTION = Package(REPO_ROOT / "package" / "function", "function-controlplane")
+PROVIDER = Package(REPO_ROOT / "package" / "provider", "provider-controlplane")
 
 
 @dataclass
@@ -81,7 +81,7 @@ class Registry:
             "xpkg",
             "build",
             "--package-root",
-            str(REPO_ROOT / "package" / package.folder),
+            str(package.root),
             "--examples-root",
             str(self.workdir / "no-examples"),
             "--package-file",
