@@ -27,6 +27,8 @@ ARN = re.compile(r"arn:aws[a-z-]*:[a-z0-9-]+:[a-z0-9-]*:\d{0,12}:.+")
 GIT_URL_SCHEMES = ("http", "https", "ssh")
 _MONTH_DAYS = (31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
 CRON_MACROS = ("@hourly", "@daily", "@weekly")
+CRON_EVERY = "@every "
+_MINUTE = timedelta(minutes=1)
 # (name, low, high, names accepted in place of numbers)
 _CRON_FIELDS: tuple[tuple[str, int, int, tuple[str, ...]], ...] = (
     ("minute", 0, 59, ()),
@@ -84,10 +86,21 @@ def format_duration(value: timedelta) -> str:
 
 
 def check_cron(text: str) -> str:
-    """Check a five-field cron expression or one of the macros; return it unchanged."""
+    """Check a five-field cron expression, a macro or ``@every <duration>``; return it unchanged.
+
+    ``@every`` takes a Go duration of whole minutes, at least one (robfig/cron's
+    syntax, which Spaces' schedules take; the Backup controller fires at minute
+    resolution).
+    """
+    if text.startswith(CRON_EVERY):
+        check_every(text.removeprefix(CRON_EVERY))
+        return text
     if text.startswith("@"):
         if text not in CRON_MACROS:
-            msg = f"must be a 5-field cron expression or one of {', '.join(CRON_MACROS)}"
+            msg = (
+                f"must be a 5-field cron expression, one of {', '.join(CRON_MACROS)} "
+                "or @every <duration>"
+            )
             raise ValueError(f"{msg} (got {text!r})")
         return text
     fields = text.split()
@@ -107,6 +120,15 @@ def check_cron(text: str) -> str:
         msg = f"never fires: no month in {fields[3]!r} has day {fields[2]!r} (in {text!r})"
         raise ValueError(msg)
     return text
+
+
+def check_every(duration: str) -> timedelta:
+    """The interval of ``@every <duration>``: whole minutes, at least one."""
+    interval = parse_duration(duration)
+    if interval < _MINUTE or interval % _MINUTE:
+        msg = f"@every must be a whole number of minutes, at least 1m (got {duration!r})"
+        raise ValueError(msg)
+    return interval
 
 
 def _cron_item(item: str, name: str, low: int, high: int, names: tuple[str, ...]) -> range:

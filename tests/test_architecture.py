@@ -183,6 +183,7 @@ BOUNDARIES = [
             "provider.backup.plan",
             "provider.backup.restore_steps",
             "provider.runtime.dns",
+            "provider.runtime.durations",
         ),
     ),
     Boundary(

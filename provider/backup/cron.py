@@ -1,5 +1,10 @@
 """Cron expressions (pure): parse the five-field syntax and find firing times in UTC.
 
+``@every <duration>`` (robfig/cron's, which Spaces' schedules take) fires at
+every multiple of the duration counted from the Unix epoch, so its times are
+known without remembering when the schedule began: ``@every 6h`` fires at
+00:00, 06:00, 12:00 and 18:00 UTC. The duration is whole minutes, at least one.
+
 The syntax and the day rule are Vixie cron's: a day matches when both the
 day-of-month and the day-of-week match, except that when neither field starts
 with ``*`` a day matches if either does (``0 0 1 * mon`` fires on the first of
@@ -14,6 +19,8 @@ import re
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+
+from provider.runtime.durations import parse_go_duration
 
 MACROS = {
     "@hourly": "0 * * * *",
@@ -32,6 +39,10 @@ _LONGEST_MONTH = (31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
 _ITEM = re.compile(
     r"(?:(?P<star>\*)|(?P<low>[0-9a-z]+)(?:-(?P<high>[0-9a-z]+))?)(?:/(?P<step>.*))?"
 )
+
+
+EVERY = "@every "
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 class CronError(ValueError):
@@ -117,13 +128,18 @@ class Cron:
     _months: frozenset[int] = field(init=False, repr=False, compare=False)
     _weekdays: frozenset[int] = field(init=False, repr=False, compare=False)
     _either_day: bool = field(init=False, repr=False, compare=False)
+    # ``@every``'s interval in minutes; 0 for a five-field expression or a macro.
+    _every: int = field(init=False, repr=False, compare=False, default=0)
 
     def __post_init__(self) -> None:
         """Parse the expression into the sets of values each field allows."""
         text = self.expression.strip()
+        if text.startswith(EVERY):
+            object.__setattr__(self, "_every", _every_minutes(text.removeprefix(EVERY).strip()))
+            return
         if text.startswith("@"):
             if text not in MACROS:
-                msg = f"macro must be one of {', '.join(MACROS)} (got {text!r})"
+                msg = f"macro must be one of {', '.join(MACROS)} or @every (got {text!r})"
                 raise CronError(msg)
             text = MACROS[text]
         parts = text.split()
@@ -155,13 +171,13 @@ class Cron:
 
     @classmethod
     def parse(cls, expression: str) -> Cron:
-        """Parse a five-field expression or one of the macros.
+        """Parse a five-field expression, one of the macros or ``@every <duration>``.
 
         Args:
             expression: ``minute hour day-of-month month day-of-week``, each ``*``, ``a``,
                 ``a-b``, ``*/n`` or ``a-b/n`` or a comma-separated list of those, with month
                 names jan-dec and day names sun-sat; or ``@hourly``, ``@daily``,
-                ``@midnight``, ``@weekly`` or ``@monthly``.
+                ``@midnight``, ``@weekly`` or ``@monthly``; or ``@every <duration>``.
 
         Returns:
             The parsed expression.
@@ -184,6 +200,10 @@ class Cron:
             ValueError: ``moment`` is naive.
         """
         at = _utc_minute(moment, "moment") + _MINUTE
+        if self._every:
+            # The first multiple of the interval, counted from the epoch, at or after ``at``.
+            periods = -(-_minutes_since_epoch(at) // self._every)
+            return _EPOCH + timedelta(minutes=periods * self._every)
         while True:
             if at.month not in self._months:
                 year, month = (at.year + 1, 1) if at.month == 12 else (at.year, at.month + 1)
@@ -220,6 +240,10 @@ class Cron:
         """
         at = _utc_minute(moment, "moment")
         floor = _utc_minute(not_before, "not_before")
+        if self._every:
+            periods = _minutes_since_epoch(at) // self._every
+            latest = _EPOCH + timedelta(minutes=periods * self._every)
+            return latest if latest > floor else None
         while at > floor:
             if at.month not in self._months:
                 at = at.replace(day=1, hour=0, minute=0) - _MINUTE
@@ -246,6 +270,24 @@ class Cron:
         # Python counts Monday as 0; cron counts Sunday as 0.
         in_week = (at.weekday() + 1) % 7 in self._weekdays
         return in_month or in_week if self._either_day else in_month and in_week
+
+
+def _every_minutes(duration: str) -> int:
+    """The minutes of ``@every <duration>``: a Go duration of whole minutes, at least one."""
+    try:
+        # To the microsecond, as the function reads it: 0.1h is 360s, not 360.00000000000006.
+        seconds = round(parse_go_duration(duration), 6)
+    except ValueError as error:
+        msg = f"@every needs a duration such as 30m or 6h: {error}"
+        raise CronError(msg) from None
+    if seconds < _MINUTE.total_seconds() or seconds % _MINUTE.total_seconds():
+        msg = f"@every must be a whole number of minutes, at least 1m (got {duration!r})"
+        raise CronError(msg)
+    return int(seconds // _MINUTE.total_seconds())
+
+
+def _minutes_since_epoch(at: datetime) -> int:
+    return int((at - _EPOCH) // _MINUTE)
 
 
 def _utc_minute(moment: datetime, name: str) -> datetime:

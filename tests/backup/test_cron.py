@@ -162,10 +162,29 @@ PARSE_ERROR_CASES = [
         ),
     ),
     ParseErrorCase(
+        reason="@every under a minute never fires at minute resolution",
+        expression="@every 30s",
+        message="@every must be a whole number of minutes, at least 1m (got '30s')",
+    ),
+    ParseErrorCase(
+        reason="@every of a minute and a half is not whole minutes",
+        expression="@every 1m30s",
+        message="@every must be a whole number of minutes, at least 1m (got '1m30s')",
+    ),
+    ParseErrorCase(
+        reason="@every needs a Go duration, with its unit",
+        expression="@every 6",
+        message=(
+            "@every needs a duration such as 30m or 6h: missing unit in '6': a duration is a "
+            "number and a unit (ns, us, ms, s, m, h)"
+        ),
+    ),
+    ParseErrorCase(
         reason="an unknown macro lists the known ones",
         expression="@yearly",
         message=(
-            "macro must be one of @hourly, @daily, @midnight, @weekly, @monthly (got '@yearly')"
+            "macro must be one of @hourly, @daily, @midnight, @weekly, @monthly or @every "
+            "(got '@yearly')"
         ),
     ),
     ParseErrorCase(
@@ -217,6 +236,32 @@ class NextCase:
 
 
 NEXT_CASES = [
+    NextCase(
+        reason="@every 6h fires at the multiples of six hours since the epoch: 00, 06, 12, 18 UTC",
+        expression="@every 6h",
+        after=utc(2026, 12, 3, 7, 5),
+        expected=utc(2026, 12, 3, 12, 0),
+    ),
+    NextCase(
+        reason="@every fires strictly after a moment that is itself a firing",
+        expression="@every 6h",
+        after=utc(2026, 12, 3, 12, 0),
+        expected=utc(2026, 12, 3, 18, 0),
+    ),
+    NextCase(
+        reason="@every 1m fires in the next minute",
+        expression="@every 1m",
+        after=utc(2026, 12, 3, 7, 5, 30),
+        expected=utc(2026, 12, 3, 7, 6),
+    ),
+    NextCase(
+        # 2026-12-03T00:00Z is 29,937,600 minutes after the epoch, which 7 divides: the
+        # firings that day are at 00:00, 00:07, ...; 10:00 is 600 minutes in, and 86 * 7 = 602.
+        reason="@every 7m, which divides no hour, counts from the epoch and not from the hour",
+        expression="@every 7m",
+        after=utc(2026, 12, 3, 10, 0),
+        expected=utc(2026, 12, 3, 10, 2),
+    ),
     NextCase(
         reason="every minute fires in the minute after a whole minute",
         expression="* * * * *",
@@ -461,6 +506,20 @@ class LatestCase:
 
 
 LATEST_CASES = [
+    LatestCase(
+        reason="@every's latest firing is the last multiple at or before the moment",
+        expression="@every 6h",
+        moment=utc(2026, 12, 3, 7, 5),
+        not_before=utc(2026, 12, 3, 0, 0),
+        expected=utc(2026, 12, 3, 6, 0),
+    ),
+    LatestCase(
+        reason="@every has no firing in a window shorter than its interval that misses one",
+        expression="@every 6h",
+        moment=utc(2026, 12, 3, 7, 5),
+        not_before=utc(2026, 12, 3, 6, 0),
+        expected=None,
+    ),
     LatestCase(
         reason="a firing exactly at the moment counts",
         expression="0 * * * *",

@@ -24,8 +24,19 @@ FIELD = st.one_of(
     st.builds(lambda a, n: f"{a}/{n}", st.integers(0, 12), st.integers(1, 9)),
     st.sampled_from(["jan", "feb", "mon", "sun", "1,15", "2-3,30-31", "x"]),
 )
+DURATION = st.lists(
+    st.builds(
+        lambda number, unit: f"{number}{unit}",
+        st.one_of(st.integers(0, 400).map(str), st.sampled_from(["0.5", "1.5", "0.1", "2.25"])),
+        st.sampled_from(["ms", "s", "m", "h"]),
+    ),
+    min_size=1,
+    max_size=3,
+).map("".join)
 EXPRESSION = st.one_of(
     st.lists(FIELD, min_size=4, max_size=6).map(" ".join),
+    DURATION.map(lambda duration: f"@every {duration}"),
+    st.sampled_from(["@every", "@every ", "@every 6", "@every six hours", "@every -5m"]),
     st.sampled_from(["@hourly", "@daily", "@weekly", "0 0 31 2 *", "0 0 30 2 *", "0 0 29 2 *"]),
 )
 

@@ -127,6 +127,16 @@ BAD_CASES = [
         ("spec.backup.schedule", "@hourly, @daily, @weekly"),
     ),
     BadCase(
+        "@every under a minute is refused: backups fire at minute resolution.",
+        {"backup": {"schedule": "@every 30s"}},
+        ("spec.backup.schedule", "whole number of minutes, at least 1m"),
+    ),
+    BadCase(
+        "@every without a unit is refused.",
+        {"backup": {"schedule": "@every 6"}},
+        ("spec.backup.schedule", "must be a duration"),
+    ),
+    BadCase(
         "A ttl that is no duration is refused.",
         {"backup": {"ttl": "7d"}},
         ("spec.backup.ttl", "must be a duration"),

@@ -23,7 +23,16 @@ DURATION_OVER_10S = st.builds(
     st.sampled_from(["m", "h"]),
 ) | st.integers(min_value=10, max_value=3600).map(lambda n: f"{n}s")
 CRON = st.sampled_from(
-    ["@hourly", "@daily", "@weekly", "0 */6 * * *", "*/15 1-5 * jan-jun mon", "5,10 0 1 * 0"]
+    [
+        "@hourly",
+        "@daily",
+        "@weekly",
+        "@every 6h",
+        "@every 1h30m",
+        "0 */6 * * *",
+        "*/15 1-5 * jan-jun mon",
+        "5,10 0 1 * 0",
+    ]
 )
 REF = st.one_of(
     st.builds(lambda v: {"branch": v}, st.sampled_from(["main", "release/1.x"])),
