@@ -259,6 +259,7 @@ class _Composition:
                     iam.assume_role_with(settings.trust),
                 ),
                 final_backup=backup.final_backup,
+                excluded_resources=backup.excluded_resources,
             )
         else:
             self.awaiting = True

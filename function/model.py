@@ -77,6 +77,17 @@ Duration = Annotated[str, AfterValidator(_positive_duration)]
 SyncInterval = Annotated[str, AfterValidator(_sync_interval)]
 Timeout = Annotated[str, AfterValidator(_timeout)]
 KubernetesName = Annotated[str, AfterValidator(_k8s_name)]
+# A type left out of backups: "resource.group", or "resource" for the core group,
+# as a Backup's spec.excludedResources takes it (317: a plural and a group, 63 + 1 + 253).
+ExcludedResource = Annotated[
+    str,
+    AfterValidator(
+        lambda text: rules.check_pattern(
+            text, rules.DNS_SUBDOMAIN, 'a lowercase "resource.group"', 317
+        )
+    ),
+]
+MAX_EXCLUDED_RESOURCES = 256
 KubernetesLabel = Annotated[str, AfterValidator(_k8s_label)]
 BucketName = Annotated[str, AfterValidator(_bucket)]
 Region = Annotated[str, AfterValidator(_region)]
@@ -158,6 +169,10 @@ class Backup(_Strict):
     suspend: bool = False
     # A last Backup is taken before the control plane is deleted.
     final_backup: bool = True
+    # Types every Backup of the schedule leaves out.
+    excluded_resources: tuple[ExcludedResource, ...] = Field(
+        default=(), max_length=MAX_EXCLUDED_RESOURCES
+    )
     bucket: BucketRef = BucketRef()
 
 

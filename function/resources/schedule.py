@@ -30,27 +30,27 @@ def backup_schedule(
     storage: Storage,
     *,
     final_backup: bool,
+    excluded_resources: tuple[str, ...] = (),
 ) -> dict[str, Any]:
     """The BackupSchedule of the composite's Instance.
 
     ``final_backup``: the schedule takes a last Backup when it is deleted.
+    ``excluded_resources``: types its Backups leave out (none: the field is not written).
     """
-    return target.object(
-        API_VERSION,
-        KIND,
-        target.names.instance,
-        {
-            "instanceRef": {"name": target.names.instance},
-            "schedule": schedule,
-            "ttl": ttl,
-            "suspend": suspend,
-            "finalBackup": final_backup,
-            "storage": {
-                "bucket": storage.bucket,
-                "prefix": storage.prefix,
-                "region": storage.region,
-                "roleArn": storage.role_arn,
-                "assumeRoleWith": storage.assume_role_with,
-            },
+    spec: dict[str, Any] = {
+        "instanceRef": {"name": target.names.instance},
+        "schedule": schedule,
+        "ttl": ttl,
+        "suspend": suspend,
+        "finalBackup": final_backup,
+        "storage": {
+            "bucket": storage.bucket,
+            "prefix": storage.prefix,
+            "region": storage.region,
+            "roleArn": storage.role_arn,
+            "assumeRoleWith": storage.assume_role_with,
         },
-    )
+    }
+    if excluded_resources:
+        spec["excludedResources"] = list(excluded_resources)
+    return target.object(API_VERSION, KIND, target.names.instance, spec)

@@ -104,6 +104,8 @@ SERVER_MANAGED_METADATA = frozenset(
 )
 
 _SHA256_RE = re.compile("[0-9a-f]{64}")
+# An excluded type as a Backup's spec.excludedResources names it: "resource.group".
+_EXCLUDED_RE = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 _RFC3339_RE = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:\d{2})")
 _EXTENDED_HEADERS = frozenset(
     {
@@ -267,6 +269,8 @@ class Manifest:
     # Objects per folder: bounded by the types, unlike the files.
     counts: dict[str, int]
     objects: int
+    # The types the export left out, as its options recorded them.
+    excluded: tuple[str, ...] = ()
 
     def close(self) -> None:
         """Delete the scratch database behind ``files``."""
@@ -567,6 +571,7 @@ def _verify(
         files=files,
         counts=counts,
         objects=total,
+        excluded=export.excluded,
     )
 
 
@@ -668,6 +673,7 @@ class _Export:
     instance: str
     exported_at: datetime
     stats: dict[str, Any]
+    excluded: tuple[str, ...]
 
 
 class _Tally(io.BufferedIOBase):
@@ -912,7 +918,14 @@ def _read_export(file: IO[bytes], limits: Limits, files: FileList) -> _Export:
         parsed = datetime.fromisoformat(exported_at).astimezone(UTC)
     except ValueError:
         raise ArchiveError(f"{EXPORT_FILE}: exportedAt is not an RFC 3339 time") from None
-    _field(document, "options", dict, EXPORT_FILE)
+    options = _field(document, "options", dict, EXPORT_FILE)
+    excluded = options.get("excludedResources") or []
+    if not isinstance(excluded, list) or not all(
+        isinstance(name, str) and _EXCLUDED_RE.fullmatch(name) for name in excluded
+    ):
+        raise ArchiveError(
+            f'{EXPORT_FILE}: options.excludedResources is not a list of "resource.group"'
+        )
     listed: Iterable[tuple[object, object]]
     if file_list is None:
         listed = _field(document, "files", dict, EXPORT_FILE).items()
@@ -933,6 +946,7 @@ def _read_export(file: IO[bytes], limits: Limits, files: FileList) -> _Export:
         instance=_field(document, "instance", str, EXPORT_FILE),
         exported_at=parsed,
         stats=_field(document, "stats", dict, EXPORT_FILE),
+        excluded=tuple(excluded),
     )
 
 

@@ -58,8 +58,10 @@ def table(manifest: Manifest) -> str:
         f"instance {printable(manifest.instance)}, exported at "
         f"{manifest.exported_at.isoformat().replace('+00:00', 'Z')}: "
         f"{manifest.objects} objects of {len(manifest.types)} types",
-        "",
     ]
+    if manifest.excluded:
+        lines.append(f"excluded: {', '.join(printable(name) for name in manifest.excluded)}")
+    lines.append("")
     cells = [_HEADERS] + [
         (
             printable(row.kind),
@@ -82,6 +84,7 @@ def document(manifest: Manifest) -> dict[str, Any]:
         "instance": manifest.instance,
         "exportedAt": manifest.exported_at.isoformat().replace("+00:00", "Z"),
         "objects": manifest.objects,
+        "excludedResources": list(manifest.excluded),
         "types": [
             {
                 "kind": rtype.kind,

@@ -117,8 +117,15 @@ def backup_of(
     labels: dict[str, str],
     annotations: dict[str, str],
 ) -> dict[str, Any]:
-    """A Backup of what the schedule backs up, where it stores it, for as long."""
+    """A Backup of what the schedule backs up, less what it excludes, where it stores it."""
     spec = schedule.get("spec") or {}
+    backup_spec: dict[str, Any] = {
+        "instanceRef": dict(spec.get("instanceRef") or {}),
+        "storage": dict(spec.get("storage") or {}),
+        "ttl": str(spec.get("ttl") or "168h"),
+    }
+    if spec.get("excludedResources"):
+        backup_spec["excludedResources"] = [str(name) for name in spec["excludedResources"]]
     return {
         "apiVersion": BACKUPS.api_version,
         "kind": BACKUPS.kind,
@@ -128,11 +135,7 @@ def backup_of(
             "labels": labels,
             "annotations": annotations,
         },
-        "spec": {
-            "instanceRef": dict(spec.get("instanceRef") or {}),
-            "storage": dict(spec.get("storage") or {}),
-            "ttl": str(spec.get("ttl") or "168h"),
-        },
+        "spec": backup_spec,
     }
 
 

@@ -7,16 +7,18 @@ limits, and what a restore admits), so a case added there is run here too.
 
 from __future__ import annotations
 
+import io
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
 from provider.backup import cli
-from provider.backup.archive import Limits, ResourceType
+from provider.backup.archive import ArchiveWriter, Limits, ResourceType
 from tests.backup.test_archive import CANARY, HOSTILE_CASES, good
 from tests.backup.test_archive_limits import (
     ADMIT_CASES,
@@ -145,6 +147,26 @@ def test_describe_counts_objects_by_kind_and_namespace(tmp_path: Path) -> None:
         ["ConfigMap", "(core)", "app-1", "1"],
         ["Namespace", "(core)", "(cluster)", "2"],
     ]
+
+
+def test_describe_says_which_resources_the_backup_left_out(tmp_path: Path) -> None:
+    sink = io.BytesIO()
+    writer = ArchiveWriter(sink)
+    writer.add(NAMESPACE_TYPE, meta("app-0"))
+    writer.finish(
+        instance="team-a/myctp",
+        exported_at=datetime(2026, 12, 3, 6, tzinfo=UTC),
+        options={"excludedResources": ["caches.example.org", "configmaps"]},
+    )
+    archive_file = tmp_path / "backup.tar.gz"
+    archive_file.write_bytes(sink.getvalue())
+
+    _, text, _ = run("describe", str(archive_file))
+    code, as_json, _ = run("describe", "-o", "json", str(archive_file))
+
+    assert code == 0
+    assert text.splitlines()[1] == "excluded: caches.example.org, configmaps"
+    assert json.loads(as_json)["excludedResources"] == ["caches.example.org", "configmaps"]
 
 
 def test_describe_as_json_gives_the_same_counts(tmp_path: Path) -> None:

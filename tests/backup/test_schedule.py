@@ -39,23 +39,31 @@ def local(kube_etcd: Etcd) -> Iterator[Kube]:
 
 
 def schedule(
-    local: Kube, cron: str, *, suspend: bool = False, ttl: str = "1h"
+    local: Kube,
+    cron: str,
+    *,
+    suspend: bool = False,
+    ttl: str = "1h",
+    excluded: tuple[str, ...] = (),
 ) -> tuple[str, str, datetime]:
     namespace = f"sched-{next(_names)}"
     local.namespace(namespace)
+    spec: dict[str, Any] = {
+        "instanceRef": {"name": "myctp"},
+        "schedule": cron,
+        "ttl": ttl,
+        "suspend": suspend,
+        "storage": {"bucket": "b", "prefix": f"{namespace}/myctp/", "region": "us-east-1"},
+    }
+    if excluded:
+        spec["excludedResources"] = list(excluded)
     created = local.create(
         "backupschedules",
         {
             "apiVersion": "controlplane.spaces.upbound.io/v1alpha1",
             "kind": "BackupSchedule",
             "metadata": {"name": "myctp", "namespace": namespace},
-            "spec": {
-                "instanceRef": {"name": "myctp"},
-                "schedule": cron,
-                "ttl": ttl,
-                "suspend": suspend,
-                "storage": {"bucket": "b", "prefix": f"{namespace}/myctp/", "region": "us-east-1"},
-            },
+            "spec": spec,
         },
     )
     stamp = datetime.fromisoformat(created["metadata"]["creationTimestamp"].replace("Z", "+00:00"))
@@ -185,3 +193,17 @@ def test_a_schedule_that_never_fires_is_reported_not_retried(local: Kube) -> Non
     ready = condition(found, "Ready")
     assert (ready["status"], ready["reason"]) == ("False", "InvalidSchedule")
     assert backups(local, namespace) == []
+
+
+def test_an_every_schedule_fires_at_the_multiples_of_its_interval_and_passes_on_exclusions(
+    local: Kube,
+) -> None:
+    excluded = ("caches.example.org", "configmaps")
+    namespace, _, created = schedule(local, "@every 30m", excluded=excluded)
+    # @every 30m fires at the multiples of 30 minutes since the epoch: :00 and :30.
+    first = next_half_hour(created)
+    clock = Clock(first + timedelta(seconds=5))
+    reconcile(local, clock, namespace)
+    made = backups(local, namespace)
+    assert [b["metadata"]["name"] for b in made] == [f"myctp-{first:%Y%m%d%H%M%S}"]
+    assert made[0]["spec"]["excludedResources"] == list(excluded)
