@@ -30,7 +30,12 @@ from typing import Any
 import click
 
 from provider import kube
-from provider.backup.backups import BACKUP_SCHEDULES, BACKUPS, BackupReconciler
+from provider.backup.backups import (
+    BACKUP_SCHEDULES,
+    BACKUPS,
+    DEFAULT_DEADLINE_SECONDS,
+    BackupReconciler,
+)
 from provider.backup.restore import Restorer
 from provider.backup.schedules import ScheduleReconciler, schedule_of_backup
 from provider.backup.tenancy import EndpointPolicy, TenancyError
@@ -45,6 +50,7 @@ from provider.configs import (
 from provider.controller import Controller, desired_state_changed
 from provider.instances import InstanceAPI
 from provider.kube import Cluster, JsonObject, ServiceAccountRef
+from provider.kubeconfig import ControlPlaneHosts, HostPatternError
 from provider.managed.reconciler import Reconciler
 from provider.model import (
     CLUSTER_PROVIDER_CONFIG_USAGES,
@@ -66,6 +72,8 @@ BACKUP_CONTROLLER = "controlplane-backup-controller"
 DEFAULT_POLL = "1m"
 DEFAULT_SYNC = "1h"
 DEFAULT_FINAL_BACKUP_TIMEOUT = "30m"
+DEFAULT_BACKUP_TIMEOUT = format_go_duration(DEFAULT_DEADLINE_SECONDS)
+MINIMUM_BACKUP_TIMEOUT_SECONDS = 1.0
 MINIMUM_FINAL_BACKUP_TIMEOUT_SECONDS = 1.0
 MINIMUM_POLL_SECONDS = 1.0
 MINIMUM_SYNC_SECONDS = 1.0
@@ -91,10 +99,14 @@ class Options:
     lease: str
     debug: bool
     s3_endpoints: EndpointPolicy
+    # Both: the hosts a hosted control plane's kubeconfig may name; none: the Space's.
+    controlplane_hosts: ControlPlaneHosts = dataclasses.field(default_factory=ControlPlaneHosts)
     # The provider's: whose identity restores of WebIdentity Backups use; None: its own.
     web_identity_service_account: ServiceAccountRef | None = None
     # The Backup controller's: how long a deleted schedule waits for its final Backup.
     final_backup_timeout: float = parse_go_duration(DEFAULT_FINAL_BACKUP_TIMEOUT)
+    # The Backup controller's: how long one attempt of a Backup may run.
+    backup_timeout: float = DEFAULT_DEADLINE_SECONDS
 
 
 Build = Callable[[Cluster, Options], tuple[list[Controller], Callable[[], Awaitable[None]]]]
@@ -267,6 +279,17 @@ COMMON_FLAGS: list[Flag] = [
             "repeatable. http:// only if listed so. Default: none, AWS's own."
         ),
     ),
+    click.option(
+        "--allowed-controlplane-host",
+        "allowed_controlplane_host",
+        multiple=True,
+        show_envvar=True,
+        help=(
+            "A host a hosted control plane's kubeconfig may name: host, *.domain (one "
+            "label deep) or an IP address, each with an optional :port (else any port); "
+            "repeatable. Default: the host of the Space the Instance's provider config names."
+        ),
+    ),
 ]
 
 PROVIDER_FLAGS: list[Flag] = [
@@ -303,6 +326,17 @@ PROVIDER_FLAGS: list[Flag] = [
 
 BACKUP_FLAGS: list[Flag] = [
     click.option(
+        "--backup-timeout",
+        type=Duration(MINIMUM_BACKUP_TIMEOUT_SECONDS),
+        default=DEFAULT_BACKUP_TIMEOUT,
+        show_default=True,
+        show_envvar=True,
+        help=(
+            "How long one attempt of a Backup may read its control plane and write its "
+            "archive; past it the Backup fails (DeadlineExceeded)."
+        ),
+    ),
+    click.option(
         "--final-backup-timeout",
         type=Duration(MINIMUM_FINAL_BACKUP_TIMEOUT_SECONDS),
         default=DEFAULT_FINAL_BACKUP_TIMEOUT,
@@ -338,6 +372,12 @@ def _options(lease: str, poll_interval: float, **flags: Any) -> Options:
         s3_endpoints = EndpointPolicy.of(flags["allowed_s3_endpoints"])
     except TenancyError as error:
         raise click.UsageError(f"--allowed-s3-endpoint: {error}") from None
+    try:
+        controlplane_hosts = ControlPlaneHosts.of(flags["allowed_controlplane_host"])
+    except HostPatternError as error:
+        example = "e.g. --allowed-controlplane-host=*.example.com"
+        msg = f"--allowed-controlplane-host: {error}; {example}"
+        raise click.UsageError(msg) from None
     return Options(
         kubeconfig=flags["kubeconfig"],
         poll_interval=poll_interval,
@@ -350,6 +390,7 @@ def _options(lease: str, poll_interval: float, **flags: Any) -> Options:
         lease=lease,
         debug=bool(flags["debug"]),
         s3_endpoints=s3_endpoints,
+        controlplane_hosts=controlplane_hosts,
     )
 
 
@@ -383,8 +424,11 @@ def backup_options(**flags: Any) -> Options:
     takes no --poll; the interval is unused.
     """
     final_backup_timeout = float(flags.pop("final_backup_timeout"))
+    backup_timeout = float(flags.pop("backup_timeout"))
     options = _options(BACKUP_CONTROLLER, parse_go_duration(DEFAULT_POLL), **flags)
-    return dataclasses.replace(options, final_backup_timeout=final_backup_timeout)
+    return dataclasses.replace(
+        options, final_backup_timeout=final_backup_timeout, backup_timeout=backup_timeout
+    )
 
 
 @click.command(BACKUP_CONTROLLER, context_settings=_env_prefix(BACKUP_CONTROLLER))
@@ -475,6 +519,7 @@ def provider_controllers(
         on_request=metrics.record_api_request,
         cache=cache,
         on_control_plane=queue.add,
+        controlplane_hosts=options.controlplane_hosts,
     )
 
     def prune_spaces(*_: JsonObject | str | None) -> None:
@@ -541,7 +586,12 @@ def backup_controllers(
     cluster: Cluster, options: Options
 ) -> tuple[list[Controller], Callable[[], Awaitable[None]]]:
     """The Backup and BackupSchedule controllers on ``cluster``."""
-    backups = BackupReconciler(cluster, endpoints=options.s3_endpoints)
+    backups = BackupReconciler(
+        cluster,
+        endpoints=options.s3_endpoints,
+        controlplane_hosts=options.controlplane_hosts,
+        deadline=options.backup_timeout,
+    )
     schedules = ScheduleReconciler(
         cluster,
         endpoints=options.s3_endpoints,
