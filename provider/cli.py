@@ -30,7 +30,12 @@ from typing import Any, TypeVar
 import click
 
 from provider import kube
-from provider.backup.backups import BACKUP_SCHEDULES, BACKUPS, BackupReconciler
+from provider.backup.backups import (
+    BACKUP_SCHEDULES,
+    BACKUPS,
+    DEFAULT_DEADLINE_SECONDS,
+    BackupReconciler,
+)
 from provider.backup.instance_restore import DEFAULT_RESTORES, RestoreBounds
 from provider.backup.restore import Restorer
 from provider.backup.schedules import ScheduleReconciler, schedule_of_backup
@@ -53,6 +58,7 @@ from provider.configs import (
 from provider.controller import Controller, desired_state_changed
 from provider.instances import InstanceAPI
 from provider.kube import Cluster, JsonObject, ServiceAccountRef
+from provider.kubeconfig import ControlPlaneHosts, HostPatternError
 from provider.managed.reconciler import Reconciler
 from provider.model import (
     CLUSTER_PROVIDER_CONFIG_USAGES,
@@ -76,6 +82,8 @@ DEFAULT_SYNC = "1h"
 DEFAULT_FINAL_BACKUP_TIMEOUT = "30m"
 DEFAULT_RESTORE_TIMEOUT = "2h"
 MINIMUM_RESTORE_TIMEOUT_SECONDS = 1.0
+DEFAULT_BACKUP_TIMEOUT = format_go_duration(DEFAULT_DEADLINE_SECONDS)
+MINIMUM_BACKUP_TIMEOUT_SECONDS = 1.0
 MINIMUM_FINAL_BACKUP_TIMEOUT_SECONDS = 1.0
 MINIMUM_POLL_SECONDS = 1.0
 MINIMUM_SYNC_SECONDS = 1.0
@@ -101,6 +109,8 @@ class Options:
     lease: str
     debug: bool
     s3_endpoints: EndpointPolicy
+    # Both: the hosts a hosted control plane's kubeconfig may name; none: the Space's.
+    controlplane_hosts: ControlPlaneHosts = field(default_factory=ControlPlaneHosts)
     # The provider's: whose identity restores of WebIdentity Backups use; None: its own.
     web_identity_service_account: ServiceAccountRef | None = None
     # The provider's: how many restores run at once, and how long each may run.
@@ -109,6 +119,8 @@ class Options:
     web_identity_roles: WebIdentityPolicy = field(default_factory=WebIdentityPolicy)
     # The Backup controller's: how long a deleted schedule waits for its final Backup.
     final_backup_timeout: float = parse_go_duration(DEFAULT_FINAL_BACKUP_TIMEOUT)
+    # The Backup controller's: how long one attempt of a Backup may run.
+    backup_timeout: float = DEFAULT_DEADLINE_SECONDS
 
 
 # What a flag holds as click parsed it, and what its parser makes of it.
@@ -285,6 +297,17 @@ COMMON_FLAGS: list[Flag] = [
             "repeatable. http:// only if listed so. Default: none, AWS's own."
         ),
     ),
+    click.option(
+        "--allowed-controlplane-host",
+        "allowed_controlplane_host",
+        multiple=True,
+        show_envvar=True,
+        help=(
+            "A host a hosted control plane's kubeconfig may name: host, *.domain (one "
+            "label deep) or an IP address, each with an optional :port (else any port); "
+            "repeatable. Default: the host of the Space the Instance's provider config names."
+        ),
+    ),
 ]
 
 # Both commands': which roles a team's WebIdentity Backup may have them assume
@@ -380,6 +403,17 @@ PROVIDER_FLAGS: list[Flag] = [
 BACKUP_FLAGS: list[Flag] = [
     *WEB_IDENTITY_ROLE_FLAGS,
     click.option(
+        "--backup-timeout",
+        type=Duration(MINIMUM_BACKUP_TIMEOUT_SECONDS),
+        default=DEFAULT_BACKUP_TIMEOUT,
+        show_default=True,
+        show_envvar=True,
+        help=(
+            "How long one attempt of a Backup may read its control plane and write its "
+            "archive; past it the Backup fails (DeadlineExceeded)."
+        ),
+    ),
+    click.option(
         "--final-backup-timeout",
         type=Duration(MINIMUM_FINAL_BACKUP_TIMEOUT_SECONDS),
         default=DEFAULT_FINAL_BACKUP_TIMEOUT,
@@ -444,6 +478,12 @@ def _options(lease: str, poll_interval: float, **flags: Any) -> Options:
         s3_endpoints = EndpointPolicy.of(flags["allowed_s3_endpoints"])
     except TenancyError as error:
         raise click.UsageError(f"--allowed-s3-endpoint: {error}") from None
+    try:
+        controlplane_hosts = ControlPlaneHosts.of(flags["allowed_controlplane_host"])
+    except HostPatternError as error:
+        example = "e.g. --allowed-controlplane-host=*.example.com"
+        msg = f"--allowed-controlplane-host: {error}; {example}"
+        raise click.UsageError(msg) from None
     return Options(
         kubeconfig=flags["kubeconfig"],
         poll_interval=poll_interval,
@@ -456,6 +496,7 @@ def _options(lease: str, poll_interval: float, **flags: Any) -> Options:
         lease=lease,
         debug=bool(flags["debug"]),
         s3_endpoints=s3_endpoints,
+        controlplane_hosts=controlplane_hosts,
     )
 
 
@@ -499,9 +540,13 @@ def backup_options(**flags: Any) -> Options:
     """
     final_backup_timeout = float(flags.pop("final_backup_timeout"))
     web_identity_roles = _web_identity_roles(flags)
+    backup_timeout = float(flags.pop("backup_timeout"))
     options = _options(BACKUP_CONTROLLER, parse_go_duration(DEFAULT_POLL), **flags)
     return dataclasses.replace(
-        options, final_backup_timeout=final_backup_timeout, web_identity_roles=web_identity_roles
+        options,
+        final_backup_timeout=final_backup_timeout,
+        web_identity_roles=web_identity_roles,
+        backup_timeout=backup_timeout,
     )
 
 
@@ -595,6 +640,7 @@ def provider_controllers(
         on_request=metrics.record_api_request,
         cache=cache,
         on_control_plane=queue.add,
+        controlplane_hosts=options.controlplane_hosts,
     )
 
     def prune_spaces(*_: JsonObject | str | None) -> None:
@@ -662,7 +708,11 @@ def backup_controllers(
 ) -> tuple[list[Controller], Callable[[], Awaitable[None]]]:
     """The Backup and BackupSchedule controllers on ``cluster``."""
     backups = BackupReconciler(
-        cluster, endpoints=options.s3_endpoints, web_identity_roles=options.web_identity_roles
+        cluster,
+        endpoints=options.s3_endpoints,
+        web_identity_roles=options.web_identity_roles,
+        controlplane_hosts=options.controlplane_hosts,
+        deadline=options.backup_timeout,
     )
     schedules = ScheduleReconciler(
         cluster,

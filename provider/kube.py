@@ -71,6 +71,19 @@ class ForbiddenError(KubeError):
     """The client's identity may not do what it asked (RBAC said no)."""
 
 
+class LimitExceededError(KubeError):
+    """A read went past a bound the caller set; ``reason`` names the bound (CamelCase)."""
+
+    def __init__(self, message: str, reason: str) -> None:
+        """``message`` is safe to show; ``reason`` is a condition reason naming the limit."""
+        super().__init__(message)
+        self.reason = reason
+
+
+RESPONSE_TOO_LARGE = "ResponseTooLarge"
+TOO_MANY_PAGES = "TooManyPages"
+
+
 @dataclass(frozen=True)
 class Resource:
     """An API resource, addressed by group, version and plural."""
@@ -109,6 +122,23 @@ LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease")
 CRDS = Resource(
     "apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", False
 )
+
+
+@dataclass(frozen=True)
+class ListBounds:
+    """How much one list may read from a server that a team controls.
+
+    Attributes:
+        max_pages: Pages of one list; a server that answers with a continue token
+            for ever is stopped here.
+        max_response_bytes: The body of one answer, decompressed. Parsed JSON takes
+            up to about ten times its size, so this bounds memory per page; a page
+            beyond it is asked for again at half the size, so a few large objects
+            (etcd keeps at most 1.5 MiB each) still fit.
+    """
+
+    max_pages: int = 1_000
+    max_response_bytes: int = 8 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -234,12 +264,16 @@ class Cluster:
         timeout: float = REQUEST_TIMEOUT_SECONDS,
         content_type: str = "application/json",
         label: str = "",
+        max_bytes: int | None = None,
     ) -> JsonObject:
         """One request; the decoded JSON answer. ``label`` names the resource in metrics.
 
+        ``max_bytes`` bounds the answer's (decompressed) body: reading stops there, so
+        a server that answers with more cannot grow memory past it.
+
         Raises:
-            KubeError: with a subclass for not found, conflict, already exists
-                and unreachable.
+            KubeError: with a subclass for not found, conflict, already exists,
+                unreachable, and LimitExceededError past ``max_bytes``.
         """
         if self._on_request is not None:
             self._on_request(method, label or "other")
@@ -249,7 +283,7 @@ class Cluster:
                 method, path, query=query, body=encoded, timeout=timeout, content_type=content_type
             )
             async with response:
-                data = await response.read()
+                data = await _read(response, max_bytes, f"{method} {path}")
         if response.status >= 300:
             raise _error(method, path, response.status, data)
         decoded: JsonObject = json.loads(data) if data else {}
@@ -431,16 +465,23 @@ class Cluster:
         label_selector: str = "",
         field_selector: str = "",
         page_size: int = 500,
+        bounds: ListBounds | None = None,
     ) -> AsyncIterator[tuple[Page, str]]:
         """Every object, a page at a time, each with the list's resourceVersion.
 
         The pages are one consistent snapshot (the continue token pins it), so
         the last page's version is where a watch of the whole list starts.
 
+        With ``bounds`` (for servers a team controls) a page larger than
+        ``bounds.max_response_bytes`` is asked for again at half the size, down to
+        one object, and a list longer than ``bounds.max_pages`` pages stops.
+
         Raises:
             GoneError: the snapshot expired between pages; list again.
+            LimitExceededError: past one of ``bounds``.
         """
         token = ""
+        pages = 0
         while True:
             query = {"limit": str(page_size)}
             if label_selector:
@@ -449,20 +490,45 @@ class Cluster:
                 query["fieldSelector"] = field_selector
             if token:
                 query["continue"] = token
-            answer = await self.request(
-                "GET", resource.path(namespace), query=query, label=resource.plural
-            )
+            try:
+                answer = await self.request(
+                    "GET",
+                    resource.path(namespace),
+                    query=query,
+                    label=resource.plural,
+                    max_bytes=bounds.max_response_bytes if bounds else None,
+                )
+            except LimitExceededError as error:
+                if error.reason != RESPONSE_TOO_LARGE or page_size == 1:
+                    raise
+                # Large objects, or a hostile server: smaller pages tell which.
+                page_size //= 2
+                continue
+            pages += 1
             metadata = answer.get("metadata") or {}
             yield list(answer.get("items") or []), str(metadata.get("resourceVersion", ""))
             token = str(metadata.get("continue") or "")
             if not token:
                 return
+            if bounds is not None and pages >= bounds.max_pages:
+                msg = (
+                    f"the list of {resource.plural} on {self.server} went on past "
+                    f"{bounds.max_pages} pages (the limit of pages per list)"
+                )
+                raise LimitExceededError(msg, TOO_MANY_PAGES)
 
     async def pages(
-        self, resource: Resource, namespace: str | None = None, *, page_size: int = 500
+        self,
+        resource: Resource,
+        namespace: str | None = None,
+        *,
+        page_size: int = 500,
+        bounds: ListBounds | None = None,
     ) -> AsyncIterator[Page]:
         """Every object, a page at a time, so memory stays bounded by a page."""
-        async for page, _ in self.list_pages(resource, namespace, page_size=page_size):
+        async for page, _ in self.list_pages(
+            resource, namespace, page_size=page_size, bounds=bounds
+        ):
             yield page
 
     async def is_namespaced(self, api_version: str, kind: str) -> bool | None:
@@ -646,6 +712,24 @@ class Cluster:
         except KubeError:
             return False
         return True
+
+
+async def _read(response: aiohttp.ClientResponse, max_bytes: int | None, what: str) -> bytes:
+    """The whole body, or a LimitExceededError as soon as it is longer than ``max_bytes``."""
+    if max_bytes is None:
+        return await response.read()
+    body = bytearray()
+    if response.content_length is None or response.content_length <= max_bytes:
+        async for chunk in response.content.iter_chunked(64 * 1024):
+            body += chunk
+            if len(body) > max_bytes:
+                break
+        else:
+            return bytes(body)
+    # Freed now, not when the traceback that holds this frame is collected.
+    body.clear()
+    msg = f"{what}: the answer is larger than {max_bytes} bytes (the limit of bytes per response)"
+    raise LimitExceededError(msg, RESPONSE_TOO_LARGE)
 
 
 def _api_client(configuration: Configuration) -> ApiClient:

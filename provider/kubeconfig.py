@@ -9,6 +9,10 @@ controllers parse those kubeconfigs here instead: a cluster has only ``server``
 ``client-certificate-data``, ``client-key-data`` and ``token``. Anything else is
 refused with an error that names the field, and no value is ever quoted.
 
+A kubeconfig that parses may still name any https host: ``ControlPlaneHosts``
+holds a hosted control plane's server to the hosts the operator allows
+(``--allowed-controlplane-host``), by default the host of its Space.
+
 Pure: no files, no network. The operator's own kubeconfig (``--kubeconfig``,
 in-cluster config) is trusted and goes through the client's loader in
 ``provider.kube`` instead.
@@ -18,11 +22,15 @@ from __future__ import annotations
 
 import base64
 import binascii
+import ipaddress
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from provider.runtime import dns
 
 
 class KubeconfigError(ValueError):
@@ -170,3 +178,132 @@ def _describe(error: ValidationError) -> str:
         else:
             problems.append(f"kubeconfig: {path} is not valid ({item['type']})")
     return "; ".join(sorted(set(problems)))
+
+
+class HostPatternError(ValueError):
+    """An operator's host pattern that is not ``host``, ``*.domain`` or either with ``:port``."""
+
+
+@dataclass(frozen=True)
+class HostPattern:
+    """A host a hosted control plane's kubeconfig may name: exact, or ``*.`` one label deep.
+
+    Without a port, any port of the host matches.
+    """
+
+    host: str
+    port: int | None = None
+
+    @classmethod
+    def parse(cls, text: str) -> HostPattern:
+        """``spaces.example.com``, ``*.example.com``, ``10.0.0.1``, ``[::1]``, each with ``:port``.
+
+        Raises:
+            HostPatternError: anything else (a scheme, a path, a user, a bad name or port).
+        """
+        parts = urlsplit(f"//{text.strip()}")
+        try:
+            port = parts.port
+        except ValueError:
+            port = -1
+        host = (parts.hostname or "").rstrip(".")
+        wildcard = host.startswith("*.")
+        name = host.removeprefix("*.")
+        valid_name = (dns.is_subdomain(name) and "." in name) if wildcard else _is_host(name)
+        if (
+            not valid_name
+            or port in (-1, 0)
+            or parts.username is not None
+            or parts.path
+            or parts.query
+            or parts.fragment
+        ):
+            msg = (
+                f"{text!r} is not a host pattern: host, *.domain (one label deep) or an IP "
+                "address, each with an optional :port"
+            )
+            raise HostPatternError(msg)
+        return cls(host, port)
+
+    def matches(self, host: str, port: int) -> bool:
+        """Whether ``host`` (lower case, no trailing dot) and ``port`` are allowed by this."""
+        if self.port is not None and self.port != port:
+            return False
+        if self.host.startswith("*."):
+            label, dot, rest = host.partition(".")
+            return bool(label) and bool(dot) and rest == self.host.removeprefix("*.")
+        return host == self.host
+
+
+def _is_host(name: str) -> bool:
+    try:
+        ipaddress.ip_address(name)
+    except ValueError:
+        return dns.is_subdomain(name)
+    return True
+
+
+def _host_and_port(server: str) -> tuple[str, int] | None:
+    """The lower-case host (no trailing dot) and port of an https URL; None when it is not one."""
+    parts = urlsplit(server)
+    try:
+        port = parts.port
+    except ValueError:
+        return None
+    if parts.scheme != "https" or not parts.hostname:
+        return None
+    return parts.hostname.rstrip("."), port or 443
+
+
+@dataclass(frozen=True)
+class ControlPlaneHosts:
+    """The hosts the operator allows a hosted control plane's kubeconfig to name.
+
+    ``--allowed-controlplane-host`` patterns when the operator gave any; otherwise
+    only the host (any port) of the Space the control plane belongs to.
+    """
+
+    patterns: tuple[HostPattern, ...] = ()
+
+    @classmethod
+    def of(cls, values: Iterable[str]) -> ControlPlaneHosts:
+        """The operator's patterns, each value one or more separated by spaces or commas.
+
+        Raises:
+            HostPatternError: naming the pattern that is not one.
+        """
+        items = (item for value in values for item in value.replace(",", " ").split())
+        return cls(tuple(HostPattern.parse(item) for item in items))
+
+    def check(self, server: str, *, space_server: str | None) -> None:
+        """Refuse a control plane ``server`` on a host that is not allowed.
+
+        Args:
+            server: the ``clusters[].cluster.server`` of the control plane's kubeconfig.
+            space_server: the URL of the Space the control plane belongs to, whose host
+                is the default; None when it is not known.
+
+        Raises:
+            KubeconfigError: naming the rule, never the host.
+        """
+        allowed = self.patterns
+        space = _host_and_port(space_server) if space_server else None
+        if not allowed and space is not None:
+            allowed = (HostPattern(space[0]),)
+        if not allowed:
+            msg = (
+                "kubeconfig: no control plane host is allowed: the Space's host is not known "
+                "and the operator set no --allowed-controlplane-host"
+            )
+            raise KubeconfigError(msg)
+        target = _host_and_port(server)
+        if target is None:
+            msg = "kubeconfig: clusters[].cluster.server must be an https URL"
+            raise KubeconfigError(msg)
+        if not any(pattern.matches(*target) for pattern in allowed):
+            rule = "--allowed-controlplane-host" if self.patterns else "the Space's own host"
+            msg = (
+                "kubeconfig: clusters[].cluster.server names a host the operator does not "
+                f"allow (allowed: {rule})"
+            )
+            raise KubeconfigError(msg)

@@ -168,6 +168,12 @@ BOUNDARIES = [
         allowed=("provider.runtime.dns",),
     ),
     Boundary(
+        reason="which Secret a Backup may read its kubeconfig from is a pure rule",
+        files=("provider/backup/source.py",),
+        forbidden=("provider", "kubernetes", "aiohttp", "boto3", "botocore", "socket", "ssl"),
+        allowed=("provider.model",),
+    ),
+    Boundary(
         reason="the backup archive layout, schedules and restore steps are pure: no I/O",
         files=(
             "provider/backup/archive.py",

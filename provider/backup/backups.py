@@ -22,15 +22,36 @@ from datetime import UTC, datetime
 from typing import Any
 
 from provider import kube
+from provider import kubeconfig as kubeconfig_rules
 from provider.backup.archive import Summary
-from provider.backup.export import write_archive
+from provider.backup.export import ReadLimits, write_archive
+from provider.backup.source import (
+    CONTROL_PLANE_HOST_NOT_ALLOWED,
+    KUBECONFIG_NOT_ALLOWED,
+    SourceRefusedError,
+    check_connection_secret,
+    connection_secret_name,
+)
 from provider.backup.storage import AssumeRoleWith, StorageError, StorageSpec, Store
 from provider.backup.tenancy import EndpointPolicy, TenancyError, check_prefix
 from provider.backup.web_identity import WebIdentityPolicy
 from provider.events import EventRecorder
-from provider.kube import Cluster, KubeError, Resource
+from provider.kube import Cluster, KubeError, LimitExceededError, Resource
+from provider.kubeconfig import ControlPlaneHosts, KubeconfigError
 from provider.managed.reconciler import Result
-from provider.model import GROUP, INSTANCES, KUBECONFIG_KEY, VERSION
+from provider.model import (
+    CLUSTER_PROVIDER_CONFIGS,
+    GROUP,
+    INSTANCES,
+    KUBECONFIG_KEY,
+    PROVIDER_CONFIGS,
+    VERSION,
+    InstanceSpec,
+    InvalidError,
+    ProviderConfigSpec,
+    parse,
+)
+from provider.runtime.durations import format_go_duration
 
 BACKUPS = Resource(GROUP, VERSION, "backups", "Backup")
 BACKUP_SCHEDULES = Resource(GROUP, VERSION, "backupschedules", "BackupSchedule")
@@ -39,6 +60,9 @@ ARCHIVE_FINALIZER = "controlplane.spaces.upbound.io/archive"
 DELETION_POLICY = "controlplane.spaces.upbound.io/deletion-policy"
 RETAIN = "Retain"
 MAX_ATTEMPTS = 3
+# How long one attempt may read a control plane and write its archive.
+DEFAULT_DEADLINE_SECONDS = 30 * 60.0
+DEADLINE_EXCEEDED = "DeadlineExceeded"
 PENDING, IN_PROGRESS, COMPLETED, FAILED = "Pending", "InProgress", "Completed", "Failed"
 
 log = logging.getLogger(__name__)
@@ -125,6 +149,9 @@ class BackupReconciler:
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         endpoints: EndpointPolicy | None = None,
         web_identity_roles: WebIdentityPolicy | None = None,
+        controlplane_hosts: ControlPlaneHosts | None = None,
+        limits: ReadLimits | None = None,
+        deadline: float = DEFAULT_DEADLINE_SECONDS,
     ) -> None:
         """``local`` holds the Backups and Instances; ``store`` connects to S3.
 
@@ -132,12 +159,18 @@ class BackupReconciler:
         so only AWS's own (or the operator's ``AWS_ENDPOINT_URL*``) is used.
         ``web_identity_roles`` are the roles a ``WebIdentity`` Backup may name;
         none by default, so such a Backup is refused.
+        ``controlplane_hosts`` are the hosts a control plane's kubeconfig may name;
+        none given, the host of the Space of the Instance's provider config.
+        ``limits`` bound what an export reads, ``deadline`` (seconds) how long it runs.
         """
         self.local = local
         self.store = store
         self.clock = clock
         self.endpoints = endpoints or EndpointPolicy()
         self.web_identity_roles = web_identity_roles or WebIdentityPolicy()
+        self.controlplane_hosts = controlplane_hosts or ControlPlaneHosts()
+        self.limits = limits or ReadLimits()
+        self.deadline = deadline
         self.events = EventRecorder(local, "controlplane-backup-controller")
 
     async def reconcile(self, namespace: str, name: str) -> Result:
@@ -154,7 +187,7 @@ class BackupReconciler:
             check_storage(backup, self.endpoints)
             self._check_role(backup)
         except TenancyError as error:
-            return await self._refused(backup, str(error))
+            return await self._refused(backup, "StorageRefused", str(error))
         finalizers = backup["metadata"].setdefault("finalizers", [])
         if ARCHIVE_FINALIZER not in finalizers:
             finalizers.append(ARCHIVE_FINALIZER)
@@ -170,6 +203,9 @@ class BackupReconciler:
         try:
             target = await self._target(backup)
             summary = await self._run(backup, target)
+        except (SourceRefusedError, LimitExceededError) as error:
+            # Trying again reads the same kubeconfig, or the same control plane.
+            return await self._refused(backup, error.reason, str(error))
         except (BackupError, StorageError, KubeError) as error:
             return await self._failed(backup, str(error))
         except Exception as error:  # noqa: BLE001 (an archive or a deep object; never loop forever)
@@ -209,26 +245,80 @@ class BackupReconciler:
             self.web_identity_roles.check_role(spec.role_arn, namespace)
 
     async def _target(self, backup: Mapping[str, Any]) -> Target:
+        """The Instance's kubeconfig, from the connection secret the provider wrote for it.
+
+        Raises:
+            BackupError: the control plane has no kubeconfig yet (retried).
+            SourceRefusedError: the Secret or its kubeconfig breaks a rule.
+        """
         namespace = backup["metadata"]["namespace"]
         ref = (backup["spec"].get("instanceRef") or {}).get("name", "")
         instance = await self.local.get(INSTANCES, namespace, ref)
         if instance is None:
             msg = f"Instance {namespace}/{ref} not found"
             raise BackupError(msg)
-        secret_ref = (instance.get("spec") or {}).get("writeConnectionSecretToRef") or {}
-        secret = await self.local.get(kube.SECRETS, namespace, str(secret_ref.get("name") or ""))
+        secret_name = connection_secret_name(instance)
+        secret = await self.local.get(kube.SECRETS, namespace, secret_name) if secret_name else None
         encoded = ((secret or {}).get("data") or {}).get(KUBECONFIG_KEY)
-        if not encoded:
+        if secret is None or not encoded:
             msg = (
                 f"Instance {namespace}/{ref} has no kubeconfig yet (its control plane is not ready)"
             )
             raise BackupError(msg)
+        check_connection_secret(instance, secret)
         try:
             kubeconfig = kube.load_kubeconfig_text(base64.b64decode(encoded).decode())
-        except (KubeError, ValueError):
-            msg = f"the kubeconfig of Instance {namespace}/{ref} is not a valid kubeconfig"
-            raise BackupError(msg) from None
+            server = kubeconfig_rules.parse(kubeconfig).server
+        except (KubeError, ValueError) as error:
+            detail = (
+                str(error).removeprefix("kubeconfig: ")
+                if isinstance(error, KubeconfigError)
+                else "it is not a kubeconfig"
+            )
+            msg = f"the kubeconfig of Instance {namespace}/{ref}: {detail}"
+            raise SourceRefusedError(msg, KUBECONFIG_NOT_ALLOWED) from None
+        space = None if self.controlplane_hosts.patterns else await self._space_server(instance)
+        try:
+            self.controlplane_hosts.check(server, space_server=space)
+        except KubeconfigError as error:
+            detail = str(error).removeprefix("kubeconfig: ")
+            msg = f"the kubeconfig of Instance {namespace}/{ref}: {detail}"
+            raise SourceRefusedError(msg, CONTROL_PLANE_HOST_NOT_ALLOWED) from None
         return Target(kubeconfig, f"{namespace}/{ref}")
+
+    async def _space_server(self, instance: Mapping[str, Any]) -> str | None:
+        """The URL of the Space the Instance's provider config names; None when unknown.
+
+        Read as the provider reads it: a namespaced ProviderConfig may use only a
+        Secret of its own namespace. A failed read is a KubeError (retried).
+        """
+        namespace = instance["metadata"]["namespace"]
+        try:
+            ref = parse(InstanceSpec, instance.get("spec") or {}, "spec").provider_config_ref
+        except InvalidError:
+            return None
+        if ref.kind == "ProviderConfig":
+            config = await self.local.get(PROVIDER_CONFIGS, namespace, ref.name)
+        else:
+            config = await self.local.get(CLUSTER_PROVIDER_CONFIGS, None, ref.name)
+        try:
+            selector = parse(
+                ProviderConfigSpec, (config or {}).get("spec") or {}, "spec"
+            ).spaces.credentials.secret_ref
+        except InvalidError:
+            return None
+        secret_namespace = selector.namespace or namespace
+        if ref.kind == "ProviderConfig" and secret_namespace != namespace:
+            return None
+        secret = await self.local.get(kube.SECRETS, secret_namespace, selector.name)
+        encoded = ((secret or {}).get("data") or {}).get(selector.key)
+        if not encoded:
+            return None
+        try:
+            text = base64.b64decode(encoded).decode()
+            return kubeconfig_rules.parse(kube.load_kubeconfig_text(text)).server
+        except (KubeError, ValueError):
+            return None
 
     async def _run(self, backup: Mapping[str, Any], target: Target) -> Summary:
         """Export and upload in a thread of its own: boto3 blocks, the controller must not."""
@@ -251,27 +341,37 @@ class BackupReconciler:
         store = self.store(spec)
         source = await Cluster.from_kubeconfig(target.kubeconfig)
         try:
-            with store.writer(key) as sink:
-                # Returning inside the block: leaving it completes the upload.
-                return await write_archive(
-                    source,
-                    sink,
-                    instance=target.instance,
-                    exported_at=exported_at,
-                    excluded=excluded,
-                )
+            async with asyncio.timeout(self.deadline) as deadline:
+                with store.writer(key) as sink:
+                    # Returning inside the block: leaving it completes the upload.
+                    return await write_archive(
+                        source,
+                        sink,
+                        instance=target.instance,
+                        exported_at=exported_at,
+                        excluded=excluded,
+                        limits=self.limits,
+                    )
+        except TimeoutError:
+            if not deadline.expired():
+                raise
+            msg = (
+                f"the backup did not finish within {format_go_duration(self.deadline)} "
+                "(the deadline per Backup, --backup-timeout)"
+            )
+            raise LimitExceededError(msg, DEADLINE_EXCEEDED) from None
         finally:
             await source.close()
 
-    async def _refused(self, backup: dict[str, Any], message: str) -> Result:
-        """Fail at once, without an attempt: retrying cannot make the storage allowed."""
+    async def _refused(self, backup: dict[str, Any], reason: str, message: str) -> Result:
+        """Fail at once, ``reason`` naming the rule or limit: retrying cannot change it."""
         status = backup.setdefault("status", {})
         now = _now(self.clock)
         status["phase"] = FAILED
         status["completedAt"] = now
-        _set_condition(status, "Failed", "StorageRefused", message, now)
+        _set_condition(status, "Failed", reason, message, now)
         await self.local.replace_status(BACKUPS, backup)
-        await self.events.record(backup, "Warning", "StorageRefused", message)
+        await self.events.record(backup, "Warning", reason, message)
         return Result()
 
     async def _failed(self, backup: dict[str, Any], message: str) -> Result:

@@ -8,12 +8,13 @@ configmaps and secrets outside the system namespaces (not
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from provider.backup.archive import ArchiveWriter, ResourceType, Summary
-from provider.kube import CRDS, Cluster, Resource
+from provider.kube import CRDS, Cluster, LimitExceededError, ListBounds, Resource
 
 if TYPE_CHECKING:
     from _typeshed import SupportsWrite
@@ -65,12 +66,17 @@ def selected_types(
 
     ``excluded`` names types as ``resource.group`` (``resource`` for the core group).
     """
+    return _with_core_types(custom_types(crds), excluded)
+
+
+def custom_types(crds: Iterable[Mapping[str, Any]]) -> list[ResourceType]:
+    """The types of the CRDs a backup holds: Crossplane's groups, or owned by Crossplane."""
+    return [crd_type(crd) for crd in crds if owned_by_crossplane(crd)]
+
+
+def _with_core_types(custom: Iterable[ResourceType], excluded: Iterable[str]) -> list[ResourceType]:
     skip = {name.lower() for name in excluded}
-    types = list(CORE_TYPES)
-    for crd in crds:
-        group = str(crd["spec"]["group"])
-        if _crossplane_group(group) or _owned_by_crossplane(crd):
-            types.append(crd_type(crd))
+    types = [*CORE_TYPES, *custom]
     return sorted((t for t in types if t.folder not in skip), key=lambda t: t.folder)
 
 
@@ -130,11 +136,64 @@ def api_resource(rtype: ResourceType) -> Resource:
     return Resource(rtype.group, rtype.version, rtype.resource, rtype.kind, rtype.namespaced)
 
 
-async def _crds(cluster: Cluster) -> list[dict[str, Any]]:
-    crds: list[dict[str, Any]] = []
-    async for page in cluster.pages(CRDS):
-        crds.extend(page)
-    return crds
+@dataclass(frozen=True)
+class ReadLimits:
+    """How much an export reads from a control plane, which a team controls.
+
+    A server that never ends a list, answers with one huge body, or sends it a
+    byte at a time must fail the export, not exhaust the controller: memory
+    holds one page and the types, never a whole list. Each limit fails with a
+    ``LimitExceededError`` whose reason names it.
+
+    Attributes:
+        lists: Pages per list and bytes per answer (``provider.kube.ListBounds``).
+        max_objects: Objects read in all, CRDs included: below the archive's
+            ``Limits.max_members``, so whatever is exported can be restored.
+        max_types: Custom types a backup holds (a control plane with several large
+            providers has a few thousand CRDs).
+    """
+
+    lists: ListBounds = field(default_factory=ListBounds)
+    max_objects: int = 200_000
+    max_types: int = 10_000
+
+
+TOO_MANY_OBJECTS = "TooManyObjects"
+TOO_MANY_TYPES = "TooManyTypes"
+
+
+class _Budget:
+    """Objects read so far, against ``ReadLimits.max_objects``."""
+
+    def __init__(self, cluster: Cluster, limits: ReadLimits) -> None:
+        self.cluster = cluster
+        self.limits = limits
+        self.read = 0
+
+    async def pages(self, resource: Resource) -> AsyncIterator[list[dict[str, Any]]]:
+        async for page in self.cluster.pages(resource, bounds=self.limits.lists):
+            self.read += len(page)
+            if self.read > self.limits.max_objects:
+                msg = (
+                    f"the control plane holds more than {self.limits.max_objects} objects "
+                    "(the limit of objects per backup)"
+                )
+                raise LimitExceededError(msg, TOO_MANY_OBJECTS)
+            yield page
+
+
+async def _selected(budget: _Budget, excluded: Iterable[str]) -> list[ResourceType]:
+    """The selected types; of the CRDs only the types are kept, a page at a time."""
+    custom: list[ResourceType] = []
+    async for page in budget.pages(CRDS):
+        custom.extend(custom_types(page))
+        if len(custom) > budget.limits.max_types:
+            msg = (
+                f"the control plane has more than {budget.limits.max_types} custom types to "
+                "back up (the limit of types per backup)"
+            )
+            raise LimitExceededError(msg, TOO_MANY_TYPES)
+    return _with_core_types(custom, excluded)
 
 
 async def export(
@@ -143,14 +202,19 @@ async def export(
     excluded: Iterable[str] = (),
     *,
     progress: Callable[[int], None] | None = None,
+    limits: ReadLimits | None = None,
 ) -> int:
     """Write every selected object of ``cluster`` into ``writer``; the count written.
 
     ``progress`` is told how many more objects were written after each page.
+
+    Raises:
+        LimitExceededError: the control plane went past one of ``limits``.
     """
+    budget = _Budget(cluster, limits or ReadLimits())
     count = 0
-    for rtype in selected_types(await _crds(cluster), excluded):
-        async for page in cluster.pages(api_resource(rtype)):
+    for rtype in await _selected(budget, excluded):
+        async for page in budget.pages(api_resource(rtype)):
             written = 0
             for obj in page:
                 if kept(rtype, obj):
@@ -171,11 +235,16 @@ async def estimate(cluster: Cluster, excluded: Iterable[str] = ()) -> int:
     The API server tells how many items a paged list has left; objects that
     ``kept`` leaves out (system namespaces' Secrets and ConfigMaps) are counted.
     """
+    limits = ReadLimits()
     total = 0
-    for rtype in selected_types(await _crds(cluster), excluded):
+    for rtype in await _selected(_Budget(cluster, limits), excluded):
         resource = api_resource(rtype)
         answer = await cluster.request(
-            "GET", resource.path(), query={"limit": "1"}, label=resource.plural
+            "GET",
+            resource.path(),
+            query={"limit": "1"},
+            label=resource.plural,
+            max_bytes=limits.lists.max_response_bytes,
         )
         remaining = (answer.get("metadata") or {}).get("remainingItemCount") or 0
         total += len(answer.get("items") or []) + int(remaining)
@@ -190,16 +259,20 @@ async def write_archive(
     exported_at: datetime,
     excluded: Iterable[str] = (),
     progress: Callable[[int], None] | None = None,
+    limits: ReadLimits | None = None,
 ) -> Summary:
     """Export ``cluster`` into ``sink`` as a whole archive, ``export.yaml`` last.
 
     On an error nothing more reaches ``sink`` (see ``ArchiveWriter.discard``): the
     caller aborts the upload or removes the file.
+
+    Raises:
+        LimitExceededError: the control plane went past one of ``limits``.
     """
     excluded = tuple(excluded)
     writer = ArchiveWriter(sink)
     try:
-        await export(cluster, writer, excluded, progress=progress)
+        await export(cluster, writer, excluded, progress=progress, limits=limits)
     except BaseException:
         writer.discard()
         raise

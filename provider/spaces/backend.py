@@ -27,10 +27,12 @@ from datetime import datetime
 from typing import Any, Literal
 
 from provider import kube
+from provider import kubeconfig as kubeconfig_rules
 from provider.backup.instance_restore import InstanceRestore, RestoreBounds
 from provider.backup.restore import Restorer
 from provider.cache import CachedClient, Informer, without_managed_fields
 from provider.kube import Cluster, JsonObject, KubeError
+from provider.kubeconfig import ControlPlaneHosts
 from provider.managed import conditions, meta
 from provider.managed.external import Creation, ManagedObject, Observation, Update
 from provider.managed.policy import Policies
@@ -133,15 +135,18 @@ class SpacesConnector:
         on_request: kube.RequestHook | None = None,
         cache: CachedClient | None = None,
         on_control_plane: Callable[[InstanceKey], None] | None = None,
+        controlplane_hosts: ControlPlaneHosts | None = None,
     ) -> None:
         """``local`` is the cluster the Instances live in; ``restorer`` restores Backups.
 
         ``restores`` bounds the restores running at once and each one's time.
         ``cache`` reads provider configs; ``on_control_plane`` turns on the
         Space watches and hears which Instance a ControlPlane change (or its
-        restore's progress) concerns.
+        restore's progress) concerns. ``controlplane_hosts`` are the hosts a
+        ControlPlane's kubeconfig may name (none given: the Space's own host).
         """
         self.local = local
+        self.controlplane_hosts = controlplane_hosts or ControlPlaneHosts()
         bounds = restores or RestoreBounds()
         self.restoring = (
             InstanceRestore(
@@ -186,7 +191,13 @@ class SpacesConnector:
             raise ConnectError(msg)
         group = settings.spaces.namespace
         space = await self._space(secret_namespace, selector.name, selector.key, group)
-        return SpacesClient(space.cluster, group, self.restoring, cache=space.cache)
+        return SpacesClient(
+            space.cluster,
+            group,
+            self.restoring,
+            cache=space.cache,
+            controlplane_hosts=self.controlplane_hosts,
+        )
 
     async def _space(self, namespace: str, name: str, key: str, group: str) -> _Space:
         where = f"secret {namespace}/{name}"
@@ -331,15 +342,18 @@ class SpacesClient:
         restoring: InstanceRestore | None = None,
         *,
         cache: CachedClient | None = None,
+        controlplane_hosts: ControlPlaneHosts | None = None,
     ) -> None:
         """``group`` is the Space namespace where ControlPlanes are made.
 
-        ``cache`` reads the group's ControlPlanes and their secrets from watches.
+        ``cache`` reads the group's ControlPlanes and their secrets from watches;
+        a ControlPlane's kubeconfig must name a host ``controlplane_hosts`` allows.
         """
         self.space = space
         self.group = group
         self.restoring = restoring
         self.cache = cache or CachedClient(space)
+        self.controlplane_hosts = controlplane_hosts or ControlPlaneHosts()
 
     async def observe(self, managed: ManagedObject) -> Observation:
         """Find the ControlPlane; late-initialise, report readiness and the kubeconfig."""
@@ -376,6 +390,15 @@ class SpacesClient:
                 ready=conditions.unavailable(message),
             )
         details = await self._kubeconfig(found)
+        refused = self._refused_kubeconfig(details)
+        if refused is not None:
+            # Neither published nor used: the connection secret keeps what it had.
+            return Observation(
+                exists=True,
+                up_to_date=up_to_date,
+                late_init=late_init,
+                ready=conditions.unavailable(refused),
+            )
         # A restore writes into the control plane: never under Observe-only policies.
         restoring = await self._restore(managed, spec, details) if policies.should_create else None
         return Observation(
@@ -400,6 +423,18 @@ class SpacesClient:
         return await self.restoring.run(
             managed, source.backup_ref.name, details.get(KUBECONFIG_KEY)
         )
+
+    def _refused_kubeconfig(self, details: Mapping[str, bytes]) -> str | None:
+        """Why the ControlPlane's kubeconfig may not reach the Instance; None when it may."""
+        kubeconfig = details.get(KUBECONFIG_KEY)
+        if not kubeconfig:
+            return None
+        try:
+            credentials = kubeconfig_rules.parse(kube.load_kubeconfig_text(kubeconfig.decode()))
+            self.controlplane_hosts.check(credentials.server, space_server=self.space.server)
+        except (KubeError, ValueError) as error:
+            return f"the ControlPlane's kubeconfig is refused: {error}"
+        return None
 
     async def _kubeconfig(self, found: Mapping[str, Any]) -> dict[str, bytes]:
         ref = (found.get("spec") or {}).get("writeConnectionSecretToRef") or {}

@@ -26,7 +26,13 @@ from sandbox.apiserver import APIServerFactory, Etcd
 from sandbox.controller_manager import ControllerManager
 from sandbox.s3 import SeaweedFS
 from sandbox.spaces import PROVIDER_CRDS, Kube, ProviderProcess, condition, wait_for
-from tests.backup.test_roundtrip import BACKUP_CRDS, XRD_CRD, ensure_bucket
+from tests.backup.test_roundtrip import (
+    BACKUP_CRDS,
+    XRD_CRD,
+    ensure_bucket,
+    ensure_default_space,
+    write_connection_secret,
+)
 
 BUCKET = "final-backups"
 FINALIZER = "controlplane.spaces.upbound.io/final-backup"
@@ -113,12 +119,8 @@ def team(world: World, kubeconfig: str | None = None) -> str:
     """A namespace with an Instance whose kubeconfig reaches the source plane."""
     namespace = f"final-{next(_names)}"
     world.local.namespace(namespace)
-    world.local.put_secret(
-        namespace,
-        "myctp-kubeconfig",
-        {"kubeconfig": (kubeconfig or world.source.server.kubeconfig).encode()},
-    )
-    world.local.create(
+    ensure_default_space(world.local, world.source.server)
+    instance = world.local.create(
         "instances",
         {
             "apiVersion": "controlplane.spaces.upbound.io/v1alpha1",
@@ -130,6 +132,7 @@ def team(world: World, kubeconfig: str | None = None) -> str:
             },
         },
     )
+    write_connection_secret(world.local, instance, kubeconfig or world.source.server.kubeconfig)
     return namespace
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import hashlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -184,8 +185,11 @@ def test_a_backup_of_an_instance_whose_kubeconfig_runs_a_command_runs_nothing(
             "args": [str(marker)],
         }
     }
-    planes.local.put_secret(
-        NAMESPACE, f"{instance}-kubeconfig", {"kubeconfig": yaml.safe_dump(hostile).encode()}
+    # The team edits the provider's connection secret in place, owner and type kept.
+    planes.local.core.patch_namespaced_secret(
+        f"{instance}-kubeconfig",
+        NAMESPACE,
+        {"data": {"kubeconfig": base64.b64encode(yaml.safe_dump(hostile).encode()).decode()}},
     )
     name = fresh_name("exec-backup")
     planes.local.create(
@@ -195,7 +199,8 @@ def test_a_backup_of_an_instance_whose_kubeconfig_runs_a_command_runs_nothing(
     reconcile_backup(planes, name, seaweed.endpoint)
 
     failed = condition(planes.local.get("backups", NAMESPACE, name), "Failed")
-    assert "kubeconfig: users[].user.exec is not allowed" in failed["message"]
+    assert failed["reason"] == "KubeconfigNotAllowed"
+    assert "users[].user.exec is not allowed" in failed["message"]
     assert not marker.exists()
 
 

@@ -34,9 +34,10 @@ from tests.backup.test_roundtrip import (
     Planes,
     backup_object,
     ensure_bucket,
+    ensure_default_space,
+    instance_with_kubeconfig,
     operator_allows,
 )
-from tests.provider.conftest import PROVIDER_NAMESPACE, SPACE_SECRET, cluster_provider_config
 
 STUCK = 10
 MAX_RESTORES = 2
@@ -70,14 +71,7 @@ def seed(source: Kube) -> None:
 
 def back_up(local: Kube, source: Kube, namespace: str, endpoint: str) -> None:
     """A Completed Backup ``origin-1`` of ``source``, in ``namespace``."""
-    local.namespace(namespace)
-    local.put_secret(
-        namespace, "origin-kubeconfig", {"kubeconfig": source.server.kubeconfig.encode()}
-    )
-    instance = restoring_instance("origin", "none")
-    del instance["spec"]["forProvider"]["initialRestorationFrom"]
-    instance["metadata"]["namespace"] = namespace
-    local.create("instances", instance)
+    instance_with_kubeconfig(local, source.server, "origin", namespace)
     backup = backup_object("origin-1", "origin", endpoint, f"{namespace}/origin/")
     backup["metadata"]["namespace"] = namespace
     local.create("backups", backup)
@@ -111,13 +105,10 @@ def test_ten_restores_that_never_finish_do_not_delay_another_team_s_instance(
     seaweed.configure(monkeypatch)
     ensure_bucket(seaweed, BUCKET)
     seed(planes.source)
+    # The Space every Instance is made in; its host is the source plane's too.
+    ensure_default_space(local, space_cluster.server)
     for index in range(STUCK):
         back_up(local, planes.source, team(index), seaweed.endpoint)
-    local.namespace(PROVIDER_NAMESPACE)
-    local.put_secret(
-        PROVIDER_NAMESPACE, SPACE_SECRET, {"kubeconfig": space_cluster.server.kubeconfig.encode()}
-    )
-    local.create("clusterproviderconfigs", cluster_provider_config())
     for index in range(STUCK):
         instance = restoring_instance("restored", "origin-1")
         instance["metadata"]["namespace"] = team(index)

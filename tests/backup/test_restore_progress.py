@@ -27,13 +27,9 @@ from tests.backup.test_roundtrip import (
     Planes,
     backup_object,
     ensure_bucket,
+    ensure_default_space,
     instance_with_kubeconfig,
     run_backup,
-)
-from tests.provider.conftest import (
-    PROVIDER_NAMESPACE,
-    SPACE_SECRET,
-    cluster_provider_config,
 )
 
 APP = "big-app"
@@ -112,6 +108,8 @@ def test_a_restore_shows_its_progress_and_resumes_after_the_provider_is_killed(
     seaweed.configure(monkeypatch)
     ensure_bucket(seaweed, BUCKET)
     expected = seed(planes.source)
+    # The Space the restored Instance is made in; its host is the source plane's too.
+    ensure_default_space(local, space_cluster.server)
     instance_with_kubeconfig(local, planes.source.server, "big-origin")
     local.create("backups", backup_object("big", "big-origin", seaweed.endpoint, "team-a/big/"))
     asyncio.run(run_backup(local, "big", seaweed.endpoint))
@@ -119,11 +117,6 @@ def test_a_restore_shows_its_progress_and_resumes_after_the_provider_is_killed(
 
     # Crossplane's package manager would install the CRD in the new control plane.
     hosted.extensions.create_custom_resource_definition(copy.deepcopy(PROVIDER_CRD))
-    local.namespace(PROVIDER_NAMESPACE)
-    local.put_secret(
-        PROVIDER_NAMESPACE, SPACE_SECRET, {"kubeconfig": space_cluster.server.kubeconfig.encode()}
-    )
-    local.create("clusterproviderconfigs", cluster_provider_config())
     local.create("instances", restoring_instance("big", "big"))
 
     def instance() -> dict[str, Any] | None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import copy
 import io
 import itertools
@@ -20,9 +21,11 @@ from provider.backup.restore import RestoreError, Restorer
 from provider.backup.storage import StorageSpec, Store
 from provider.backup.tenancy import EndpointPolicy
 from provider.kube import Cluster, ServiceAccountRef
+from provider.model import CONNECTION_SECRET_TYPE
 from sandbox.apiserver import APIServer, APIServerFactory, Etcd
 from sandbox.s3 import SeaweedFS
 from sandbox.spaces import PROVIDER_CRDS, Kube, wait_for
+from tests.provider.conftest import PROVIDER_NAMESPACE, SPACE_SECRET, cluster_provider_config
 
 BACKUP_CRDS = PROVIDER_CRDS.parent.parent.parent / "deploy" / "backup-controller" / "crds"
 NAMESPACE = "team-a"
@@ -169,21 +172,64 @@ def ensure_bucket(s3: SeaweedFS, name: str) -> None:
             raise
 
 
-def instance_with_kubeconfig(local: Kube, server: APIServer, name: str) -> None:
-    local.namespace(NAMESPACE)
-    local.put_secret(NAMESPACE, f"{name}-kubeconfig", {"kubeconfig": server.kubeconfig.encode()})
-    local.create(
+def instance_with_kubeconfig(
+    local: Kube, server: APIServer, name: str, namespace: str = NAMESPACE
+) -> None:
+    """An Instance, its connection secret as the provider writes it, and a Space on its host."""
+    local.namespace(namespace)
+    ensure_default_space(local, server)
+    instance = local.create(
         "instances",
         {
             "apiVersion": "controlplane.spaces.upbound.io/v1alpha1",
             "kind": "Instance",
-            "metadata": {"name": name, "namespace": NAMESPACE},
+            "metadata": {"name": name, "namespace": namespace},
             "spec": {
                 "forProvider": {"crossplane": {"autoUpgrade": {"channel": "Stable"}}},
                 "writeConnectionSecretToRef": {"name": f"{name}-kubeconfig"},
             },
         },
     )
+    write_connection_secret(local, instance, server.kubeconfig)
+
+
+def write_connection_secret(local: Kube, instance: dict[str, Any], kubeconfig: str) -> None:
+    """The Instance's connection secret as the provider writes it: its type, controlled by it."""
+    metadata = instance["metadata"]
+    local.core.create_namespaced_secret(
+        metadata["namespace"],
+        {
+            "metadata": {
+                "name": instance["spec"]["writeConnectionSecretToRef"]["name"],
+                "namespace": metadata["namespace"],
+                "ownerReferences": [
+                    {
+                        "apiVersion": instance["apiVersion"],
+                        "kind": instance["kind"],
+                        "name": metadata["name"],
+                        "uid": metadata["uid"],
+                        "controller": True,
+                        "blockOwnerDeletion": True,
+                    }
+                ],
+            },
+            "type": CONNECTION_SECRET_TYPE,
+            "data": {"kubeconfig": base64.b64encode(kubeconfig.encode()).decode()},
+        },
+    )
+
+
+def ensure_default_space(local: Kube, space: APIServer) -> None:
+    """The ClusterProviderConfig ``default`` with a Space on ``space``, unless there is one.
+
+    Instances use it when they name none; the Space's host is the control plane host
+    the backup controller allows when the operator lists none.
+    """
+    if local.get("clusterproviderconfigs", None, "default") is not None:
+        return
+    local.namespace(PROVIDER_NAMESPACE)
+    local.put_secret(PROVIDER_NAMESPACE, SPACE_SECRET, {"kubeconfig": space.kubeconfig.encode()})
+    local.create("clusterproviderconfigs", cluster_provider_config())
 
 
 def backup_object(

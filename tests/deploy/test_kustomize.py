@@ -222,9 +222,15 @@ def applied(kube_etcd: Etcd) -> Iterator[list[str]]:
         for source in (
             ["-k", str(ROOT / "deploy" / "backup-controller")],
             ["-f", str(ROOT / "deploy" / "provider" / "rbac.yaml")],
+            # The provider's kinds, which the backup controller reads, served for can-i.
+            ["-f", str(ROOT / "package" / "provider" / "crds")],
         ):
             result = kubectl("apply", "--server-side", *source, *kubeconfig)
             assert result.returncode == 0, result.stderr
+        established = kubectl(
+            "wait", "--for=condition=Established", "crd", "--all", "--timeout=60s", *kubeconfig
+        )
+        assert established.returncode == 0, established.stderr
         yield kubeconfig
 
 
@@ -267,6 +273,36 @@ ACCESS_CASES = [
         BACKUP_CONTROLLER,
         ("get", "secrets"),
         allowed=True,
+    ),
+    AccessCase(
+        "The Backup controller watches no secrets.",
+        BACKUP_CONTROLLER,
+        ("watch", "secrets"),
+        allowed=False,
+    ),
+    AccessCase(
+        "The Backup controller never writes a secret.",
+        BACKUP_CONTROLLER,
+        ("update", "secrets"),
+        allowed=False,
+    ),
+    AccessCase(
+        "The Backup controller reads the provider config that names an Instance's Space.",
+        BACKUP_CONTROLLER,
+        ("get", "clusterproviderconfigs.controlplane.spaces.upbound.io"),
+        allowed=True,
+    ),
+    AccessCase(
+        "The Backup controller reads a namespaced provider config too.",
+        BACKUP_CONTROLLER,
+        ("get", "providerconfigs.controlplane.spaces.upbound.io", "-n", "team-a"),
+        allowed=True,
+    ),
+    AccessCase(
+        "The Backup controller never changes a provider config.",
+        BACKUP_CONTROLLER,
+        ("update", "clusterproviderconfigs.controlplane.spaces.upbound.io"),
+        allowed=False,
     ),
     AccessCase(
         "The provider mints tokens of the backup controller's ServiceAccount for restores.",

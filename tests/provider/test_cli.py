@@ -21,6 +21,7 @@ from provider.backup.instance_restore import RestoreBounds
 from provider.backup.web_identity import WebIdentityPolicy
 from provider.cli import Options, backup_main, backup_options, main, provider_options
 from provider.kube import ServiceAccountRef
+from provider.kubeconfig import ControlPlaneHosts, HostPattern
 from tests.schemas import ROOT
 
 # The variables of the test runner's own environment that the commands read.
@@ -304,6 +305,54 @@ GOOD_CASES = [
             ),
         )
     ),
+    GoodCase(
+        "With no --allowed-controlplane-host the provider allows only the Space's host.",
+        [],
+        {"controlplane_hosts": ControlPlaneHosts()},
+    ),
+    GoodCase(
+        "--allowed-controlplane-host is repeatable, with wildcards and ports.",
+        [
+            "--allowed-controlplane-host=spaces.example.com",
+            "--allowed-controlplane-host",
+            "*.x.io:443",
+        ],
+        {
+            "controlplane_hosts": ControlPlaneHosts(
+                (HostPattern("spaces.example.com"), HostPattern("*.x.io", 443))
+            )
+        },
+    ),
+    GoodCase(
+        "The provider reads --allowed-controlplane-host from its variable, space separated.",
+        [],
+        {
+            "controlplane_hosts": ControlPlaneHosts(
+                (HostPattern("a.example.com"), HostPattern("10.0.0.1", 6443))
+            )
+        },
+        env={"CONTROLPLANE_PROVIDER_ALLOWED_CONTROLPLANE_HOST": "a.example.com 10.0.0.1:6443"},
+    ),
+    GoodCase(
+        "The backup controller takes --allowed-controlplane-host from its own variable.",
+        [],
+        {"controlplane_hosts": ControlPlaneHosts((HostPattern("*.example.com"),))},
+        env={"CONTROLPLANE_BACKUP_CONTROLLER_ALLOWED_CONTROLPLANE_HOST": "*.example.com"},
+        command=backup_main,
+    ),
+    GoodCase(
+        "A Backup may run for thirty minutes by default.",
+        [],
+        {"backup_timeout": 1800.0},
+        command=backup_main,
+    ),
+    GoodCase(
+        "--backup-timeout sets a Backup's deadline, from its variable too.",
+        [],
+        {"backup_timeout": 300.0},
+        env={"CONTROLPLANE_BACKUP_CONTROLLER_BACKUP_TIMEOUT": "5m"},
+        command=backup_main,
+    ),
 ]
 
 
@@ -484,6 +533,38 @@ BAD_CASES = [
         )
     ),
     BadCase(
+        "--allowed-controlplane-host takes a host, not a URL.",
+        ["--allowed-controlplane-host=https://spaces.example.com"],
+        [
+            "--allowed-controlplane-host",
+            "is not a host pattern",
+            "e.g. --allowed-controlplane-host=",
+        ],
+    ),
+    BadCase(
+        "--allowed-controlplane-host allows a wildcard only as the first label.",
+        ["--allowed-controlplane-host", "spaces.*.example.com"],
+        ["--allowed-controlplane-host", "is not a host pattern"],
+    ),
+    BadCase(
+        "A bad allowed host in the backup controller's variable names the flag.",
+        [],
+        ["--allowed-controlplane-host", "is not a host pattern"],
+        env={"CONTROLPLANE_BACKUP_CONTROLLER_ALLOWED_CONTROLPLANE_HOST": "host:port"},
+        command=backup_main,
+    ),
+    BadCase(
+        "--backup-timeout refuses a bare number.",
+        ["--backup-timeout=30"],
+        ["'--backup-timeout'", "missing unit", "e.g. --backup-timeout="],
+        command=backup_main,
+    ),
+    BadCase(
+        "The provider takes no Backups, so --backup-timeout is unknown to it.",
+        ["--backup-timeout=1m"],
+        ["No such option", "--backup-timeout"],
+    ),
+    BadCase(
         "The backup controller refuses a bad --sync the same way.",
         ["--sync=1"],
         ["'--sync'", "missing unit", "e.g. --sync="],
@@ -521,6 +602,7 @@ def test_the_help_names_every_crossplane_flag_and_variable() -> None:
         "METRICS_BIND_ADDRESS",
         "CONTROLPLANE_PROVIDER_POLL",
         "--web-identity-service-account",
+        "--allowed-controlplane-host",
     ):
         assert name in text, name
 
