@@ -39,6 +39,8 @@ from provider.model import (
     CONTROL_PLANES,
     KUBECONFIG_KEY,
     PROVIDER_CONFIGS,
+    ControlPlaneSpec,
+    ControlPlaneStatus,
     InstanceSpec,
     InvalidError,
     ProviderConfigSpec,
@@ -378,11 +380,13 @@ class SpacesClient:
                 CONTROL_PLANES, self.group, name, {"metadata": _owner_metadata(managed)}
             )
         spec = parse(InstanceSpec, managed.get("spec") or {}, "spec")
-        status = found.get("status") or {}
+        where = f"ControlPlane {name}"
+        status = parse(ControlPlaneStatus, found.get("status") or {}, f"{where} status")
+        actual = parse(ControlPlaneSpec, found.get("spec") or {}, f"{where} spec")
         at_provider = managed.setdefault("status", {}).setdefault("atProvider", {})
-        at_provider["id"] = status.get("controlPlaneID") or found["metadata"].get("uid", "")
+        at_provider["id"] = status.control_plane_id or found["metadata"].get("uid", "")
         # What runs now: a Space writes an upgrade into the spec of what it upgrades.
-        version = ((found.get("spec") or {}).get("crossplane") or {}).get("version")
+        version = actual.crossplane.version
         if version:
             at_provider["crossplaneVersion"] = version
         else:
@@ -390,7 +394,7 @@ class SpacesClient:
         said = readiness.verdict(status)
         if said.ready.status != "True":
             return self._observed(managed, spec, found, said)
-        details, problem = await self._kubeconfig(found)
+        details, problem = await self._kubeconfig(actual)
         if problem:
             said = readiness.verdict(status, problem)
         ready = said.ready
@@ -413,7 +417,7 @@ class SpacesClient:
         return Observation(
             exists=True,
             up_to_date=not self._changes(managed, spec, found),
-            late_init=desired.late_init(spec, found),
+            late_init=desired.late_init(spec, _spec_of(found)),
             ready=ready or said.ready,
             connection_details=details or {},
             refused=said.refused,
@@ -424,7 +428,8 @@ class SpacesClient:
     ) -> dict[str, Any]:
         return desired.changes(
             spec,
-            found,
+            _spec_of(found),
+            (found.get("metadata") or {}).get("labels") or {},
             desired.owner_labels(managed["metadata"]),
             desired.connection_secret_ref(meta.external_name(managed), self.group),
         )
@@ -444,17 +449,17 @@ class SpacesClient:
             managed, source.backup_ref.name, details.get(KUBECONFIG_KEY)
         )
 
-    async def _kubeconfig(self, found: Mapping[str, Any]) -> tuple[dict[str, bytes], str]:
+    async def _kubeconfig(self, actual: ControlPlaneSpec) -> tuple[dict[str, bytes], str]:
         """The ControlPlane's kubeconfig if it exists and passes the allow-list; else why not.
 
         The Instance's connection secret is read by teams and by the Backup
         controller, which parse it with ``provider.kubeconfig``'s allow-list:
         a kubeconfig it would refuse is not handed on.
         """
-        ref = (found.get("spec") or {}).get("writeConnectionSecretToRef") or {}
-        if not ref.get("name"):
+        ref = actual.write_connection_secret_to_ref
+        if ref is None or not ref.name:
             return {}, "the ControlPlane names no connection secret yet"
-        namespace, name = str(ref.get("namespace") or self.group), str(ref["name"])
+        namespace, name = ref.namespace or self.group, ref.name
         watched = self.cache.informer(kube.SECRETS)
         if (
             watched is not None
@@ -524,6 +529,11 @@ class SpacesClient:
     async def delete(self, managed: ManagedObject) -> None:
         """Delete the ControlPlane."""
         await self.cache.delete(CONTROL_PLANES, self.group, meta.external_name(managed))
+
+
+def _spec_of(found: Mapping[str, Any]) -> ControlPlaneSpec:
+    name = (found.get("metadata") or {}).get("name", "")
+    return parse(ControlPlaneSpec, found.get("spec") or {}, f"ControlPlane {name} spec")
 
 
 def _owner_metadata(managed: ManagedObject) -> dict[str, Any]:

@@ -21,7 +21,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from provider.model import InstanceSpec
+from provider.model import ControlPlaneSpec, InstanceSpec
 from provider.spaces import versions
 
 # Whose a ControlPlane is, as labels a Space's selectors can match (the
@@ -36,7 +36,6 @@ COMPOSITE_LABEL = "crossplane.io/composite"
 
 CONNECTION_SECRET_PREFIX = "kubeconfig-"  # noqa: S105 (a name prefix)
 NONE = "None"
-DEFAULT_CHANNEL = "Stable"  # the Spaces CRD's default for spec.crossplane.autoUpgrade.channel
 
 _LABEL_VALUE_MAX = 63
 _HASH_CHARS = 8
@@ -84,34 +83,36 @@ def version_to_send(wanted: str | None, channel: str, observed: str | None) -> s
 
 def changes(
     spec: InstanceSpec,
-    control_plane: Mapping[str, Any],
+    actual: ControlPlaneSpec,
+    present_labels: Mapping[str, str],
     labels: Mapping[str, str],
     connection_ref: Mapping[str, str],
 ) -> dict[str, Any]:
-    """The merge patch that brings ``control_plane`` to the Instance; empty when up to date.
+    """The merge patch that brings a ControlPlane to the Instance; empty when up to date.
 
-    ``labels`` are the owner labels it must carry; ``connection_ref`` is
-    where its kubeconfig goes when it names no secret (an adopted one).
+    ``actual`` and ``present_labels`` are the ControlPlane's; ``labels`` are the
+    owner labels it must carry; ``connection_ref`` is where its kubeconfig goes
+    when it names no secret (an adopted one).
     """
     wanted = spec.for_provider
-    actual = control_plane.get("spec") or {}
-    crossplane = actual.get("crossplane") or {}
     patch_spec: dict[str, Any] = {}
     patch_crossplane: dict[str, Any] = {}
     channel = wanted.crossplane.auto_upgrade.channel
-    if (crossplane.get("autoUpgrade") or {}).get("channel", DEFAULT_CHANNEL) != channel:
+    if actual.crossplane.auto_upgrade.channel != channel:
         patch_crossplane["autoUpgrade"] = {"channel": channel}
-    version = version_to_send(wanted.crossplane.version, channel, crossplane.get("version"))
+    version = version_to_send(wanted.crossplane.version, channel, actual.crossplane.version)
     if version is not None:
         patch_crossplane["version"] = version
     if patch_crossplane:
         patch_spec["crossplane"] = patch_crossplane
-    if wanted.class_ is not None and actual.get("class") != wanted.class_:
+    if wanted.class_ is not None and actual.class_ != wanted.class_:
         patch_spec["class"] = wanted.class_
-    if not (actual.get("writeConnectionSecretToRef") or {}).get("name"):
+    if (
+        actual.write_connection_secret_to_ref is None
+        or not actual.write_connection_secret_to_ref.name
+    ):
         patch_spec["writeConnectionSecretToRef"] = dict(connection_ref)
-    present = (control_plane.get("metadata") or {}).get("labels") or {}
-    missing = {key: value for key, value in labels.items() if present.get(key) != value}
+    missing = {key: value for key, value in labels.items() if present_labels.get(key) != value}
     patch: dict[str, Any] = {}
     if missing:
         patch["metadata"] = {"labels": missing}
@@ -120,14 +121,13 @@ def changes(
     return patch
 
 
-def late_init(spec: InstanceSpec, control_plane: Mapping[str, Any]) -> dict[str, Any]:
+def late_init(spec: InstanceSpec, actual: ControlPlaneSpec) -> dict[str, Any]:
     """The Instance's unset class, as the ControlPlane has it.
 
     Never the version: copied into the Instance it would read as where the
     control plane starts, and with channel None as a pin; the running
     version is reported in ``status.atProvider.crossplaneVersion`` instead.
     """
-    actual_class = (control_plane.get("spec") or {}).get("class")
-    if actual_class and spec.for_provider.class_ is None:
-        return {"forProvider": {"class": actual_class}}
+    if actual.class_ and spec.for_provider.class_ is None:
+        return {"forProvider": {"class": actual.class_}}
     return {}

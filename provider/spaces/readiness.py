@@ -24,12 +24,11 @@ Pure: the backend reads the ControlPlane and its kubeconfig.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from provider.managed import conditions
 from provider.managed.conditions import Condition
+from provider.model import ControlPlaneStatus, SpaceCondition
 
 MESSAGE_LIMIT = 512
 PROVISIONING_ERROR = "ProvisioningError"
@@ -53,57 +52,56 @@ def bounded(text: str) -> str:
     return flat[: MESSAGE_LIMIT - 1].rstrip() + "…"
 
 
-def _said(found: Mapping[str, Any] | None, fallback: str) -> str:
-    return bounded(str((found or {}).get("message") or fallback))
+def _said(found: SpaceCondition, fallback: str) -> str:
+    return bounded(found.message or fallback)
 
 
-def verdict(status: Mapping[str, Any], kubeconfig_problem: str = "") -> Verdict:
+def verdict(status: ControlPlaneStatus, kubeconfig_problem: str = "") -> Verdict:
     """The Instance's conditions from a ControlPlane's ``status``.
 
     ``kubeconfig_problem`` says why the control plane's kubeconfig cannot be
     used (missing, refused); empty when it can.
     """
-    found: Sequence[Mapping[str, Any]] = status.get("conditions") or []
-    message = str(status.get("message") or "")
-    synced = conditions.find(found, conditions.SYNCED)
+    synced = status.condition(conditions.SYNCED)
     refused = ""
-    if synced is not None and synced.get("status") == "False":
+    if synced is not None and synced.status == "False":
         refused = "the Space refused the ControlPlane: " + _said(
-            synced, message or str(synced.get("reason") or "")
+            synced, status.message or synced.reason
         )
-    return Verdict(_ready(found, message, kubeconfig_problem), bounded(refused))
+    return Verdict(_ready(status, kubeconfig_problem), bounded(refused))
 
 
-def _ready(found: Sequence[Mapping[str, Any]], message: str, kubeconfig_problem: str) -> Condition:
-    provisioned = conditions.find(found, "ControlPlaneProvisioned")
-    if (provisioned or {}).get("reason") == PROVISIONING_ERROR and (provisioned or {}).get(
-        "status"
-    ) == "False":
+def _ready(status: ControlPlaneStatus, kubeconfig_problem: str) -> Condition:
+    message = status.message
+    provisioned = status.condition("ControlPlaneProvisioned")
+    if (
+        provisioned is not None
+        and provisioned.status == "False"
+        and provisioned.reason == PROVISIONING_ERROR
+    ):
         return Condition(conditions.READY, "False", PROVISIONING_ERROR, _said(provisioned, message))
-    ready = conditions.find(found, conditions.READY)
+    ready = status.condition(conditions.READY)
     if ready is None:
         return conditions.unavailable(bounded(message or NOT_REPORTED))
-    if ready.get("status") != "True":
-        reason = str(ready.get("reason") or conditions.UNAVAILABLE)
+    if ready.status != "True":
         return Condition(
             conditions.READY,
             "False",
-            reason,
+            ready.reason or conditions.UNAVAILABLE,
             _said(ready, message or "the ControlPlane is not ready"),
         )
-    healthy = conditions.find(found, "Healthy")
-    if healthy is not None and healthy.get("status") == "False":
-        reason = str(healthy.get("reason") or UNHEALTHY)
+    healthy = status.condition("Healthy")
+    if healthy is not None and healthy.status == "False":
         return Condition(
             conditions.READY,
             "False",
-            reason,
+            healthy.reason or UNHEALTHY,
             _said(healthy, message or "the Space reports the control plane unhealthy"),
         )
     if kubeconfig_problem:
         return conditions.unavailable(bounded(kubeconfig_problem))
-    supported = conditions.find(found, "Supported")
-    if supported is not None and supported.get("status") == "False":
+    supported = status.condition("Supported")
+    if supported is not None and supported.status == "False":
         # It runs, on a version the Space no longer supports: say so, stay Available.
         return Condition(conditions.READY, "True", conditions.AVAILABLE, _said(supported, ""))
     return conditions.available()

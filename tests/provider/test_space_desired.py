@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from provider.model import InstanceSpec, parse
+from provider.model import ControlPlaneSpec, InstanceSpec, parse
 from provider.spaces import desired
 
 GROUP = "default"
@@ -145,7 +145,9 @@ CHANGE_CASES = [
 
 @pytest.mark.parametrize("case", CHANGE_CASES, ids=lambda c: c.reason)
 def test_the_patch_names_only_what_differs_and_never_reverts_an_upgrade(case: ChangeCase) -> None:
-    assert desired.changes(case.wanted, case.actual, LABELS, REF) == case.patch, case.reason
+    actual = parse(ControlPlaneSpec, case.actual["spec"], "spec")
+    present = case.actual["metadata"]["labels"]
+    assert desired.changes(case.wanted, actual, present, LABELS, REF) == case.patch, case.reason
 
 
 @dataclass
@@ -231,4 +233,5 @@ LATE_INIT_CASES = [
 def test_late_initialisation_never_turns_the_running_version_into_a_pin(
     case: LateInitCase,
 ) -> None:
-    assert desired.late_init(case.wanted, case.actual) == case.late_init, case.reason
+    actual = parse(ControlPlaneSpec, case.actual["spec"], "spec")
+    assert desired.late_init(case.wanted, actual) == case.late_init, case.reason

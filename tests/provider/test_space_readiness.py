@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from provider.managed.conditions import Condition
+from provider.model import ControlPlaneStatus, InvalidError, parse
 from provider.spaces import readiness
 
 
@@ -26,17 +27,17 @@ SYNCED = cond("Synced", "True", "ReconcileSuccess")
 AVAILABLE = [READY, PROVISIONED, HEALTHY, SUPPORTED, SYNCED]
 
 
-def status(*conditions: dict[str, Any], message: str = "") -> dict[str, Any]:
+def status(*conditions: dict[str, Any], message: str = "") -> ControlPlaneStatus:
     found: dict[str, Any] = {"conditions": list(conditions)}
     if message:
         found["message"] = message
-    return found
+    return parse(ControlPlaneStatus, found, "status")
 
 
 @dataclass
 class VerdictCase:
     reason: str
-    status: dict[str, Any]
+    status: ControlPlaneStatus
     ready: Condition
     refused: str = ""
     kubeconfig_problem: str = ""
@@ -143,3 +144,8 @@ def test_a_long_message_is_cut_to_one_bounded_line() -> None:
     assert len(verdict.ready.message) == readiness.MESSAGE_LIMIT
     assert "\n" not in verdict.ready.message
     assert verdict.ready.message.startswith("line one x")
+
+
+def test_a_status_the_space_could_not_have_written_is_refused_naming_the_field() -> None:
+    with pytest.raises(InvalidError, match=r"^status\.conditions\.0\.type: is required$"):
+        parse(ControlPlaneStatus, {"conditions": [{"status": "True"}]}, "status")
