@@ -81,14 +81,14 @@ def instance() -> JsonObject:
         "metadata": metadata,
         "spec": {
             "forProvider": {
-                "crossplane": {"version": "2.1.3", "autoUpgrade": {"channel": "Stable"}}
+                "crossplane": {"version": "2.1.4-up.2", "autoUpgrade": {"channel": "Stable"}}
             },
             "providerConfigRef": {"kind": "ClusterProviderConfig", "name": "default"},
             "writeConnectionSecretToRef": {"name": "ctp-0001-kubeconfig"},
             "managementPolicies": ["*"],
         },
         "status": {
-            "atProvider": {"id": "ctp-0b5e6c1e", "crossplaneVersion": "2.1.3"},
+            "atProvider": {"id": "ctp-0b5e6c1e", "crossplaneVersion": "2.1.4-up.2"},
             "conditions": [
                 {**condition, "type": "Ready", "reason": "Available", "observedGeneration": 2},
                 {
@@ -179,7 +179,7 @@ def control_plane() -> JsonObject:
         "kind": "ControlPlane",
         "metadata": metadata,
         "spec": {
-            "crossplane": {"version": "2.1.3", "autoUpgrade": {"channel": "Stable"}},
+            "crossplane": {"version": "2.1.4-up.2", "autoUpgrade": {"channel": "Stable"}},
             "writeConnectionSecretToRef": {
                 "name": "kubeconfig-team-a-ctp-0001-1a2b3c4d",
                 "namespace": "default",

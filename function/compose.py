@@ -151,9 +151,11 @@ class _Composition:
                 "key": instance.KUBECONFIG_KEY,
             },
         }
-        instance_id = seen.get("status", "atProvider", "id") if seen is not None else None
-        if instance_id:
-            status["id"] = instance_id
+        for key in ("id", "crossplaneVersion"):
+            # crossplaneVersion: what the Space runs now, which it may have upgraded.
+            observed = seen.get("status", "atProvider", key) if seen is not None else None
+            if observed:
+                status[key] = observed
         self.status["instance"] = status
         if ready:
             self.conditions.append(Condition(INSTANCE_READY, "True", "Available"))

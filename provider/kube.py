@@ -177,18 +177,23 @@ class Cluster:
 
     @classmethod
     async def from_kubeconfig(
-        cls, kubeconfig: Mapping[str, Any], *, on_request: RequestHook | None = None
+        cls,
+        kubeconfig: Mapping[str, Any],
+        *,
+        on_request: RequestHook | None = None,
+        ignore_extensions: bool = False,
     ) -> Cluster:
         """A cluster from a parsed kubeconfig that a team may have written (its current context).
 
         Only ``provider.kubeconfig``'s allow-list is honoured: an https server, inline
         certificate data and a token. Nothing named in the kubeconfig is run or read.
+        ``ignore_extensions`` (an operator's kubeconfig only) drops its inert extensions.
 
         Raises:
             KubeError: the kubeconfig is refused; the message names the field, never a value.
         """
         try:
-            credentials = kubeconfig_model.parse(kubeconfig)
+            credentials = kubeconfig_model.parse(kubeconfig, ignore_extensions=ignore_extensions)
         except kubeconfig_model.KubeconfigError as error:
             raise KubeError(str(error)) from None
         configuration = Configuration(host=credentials.server)

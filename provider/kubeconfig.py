@@ -13,6 +13,15 @@ A kubeconfig that parses may still name any https host: ``ControlPlaneHosts``
 holds a hosted control plane's server to the hosts the operator allows
 (``--allowed-controlplane-host``), by default the host of its Space.
 
+The Space kubeconfig of a ClusterProviderConfig is the operator's (in a
+Secret teams cannot write), often written by ``up ctx``, which records its
+Space in a context extension (``spaces.upbound.io/space``, a
+``SpaceExtension``: ``internal/upbound/extension_types.go`` of
+github.com/upbound/up). Extensions are inert metadata that no client acts
+on, so ``parse(..., ignore_extensions=True)`` drops every ``extensions``
+list (top level, clusters, users, contexts, ``preferences``) before the same
+allow-list; everything else is refused as for a team's kubeconfig.
+
 Pure: no files, no network. The operator's own kubeconfig (``--kubeconfig``,
 in-cluster config) is trusted and goes through the client's loader in
 ``provider.kube`` instead.
@@ -95,11 +104,12 @@ class Credentials:
     token: str | None = None
 
 
-def parse(document: object) -> Credentials:
+def parse(document: object, *, ignore_extensions: bool = False) -> Credentials:
     """The current context's server and credentials, if every field is allowed.
 
     Args:
         document: the kubeconfig, parsed from YAML.
+        ignore_extensions: drop every ``extensions`` list first (an operator's kubeconfig).
 
     Returns:
         The server and credentials of the current context (or of the only context).
@@ -109,6 +119,8 @@ def parse(document: object) -> Credentials:
             ``tokenFile``, any file path, ``insecure-skip-tls-verify``, ...), an http
             server, data that is not base64, or a context that names nothing.
     """
+    if ignore_extensions:
+        document = _without_extensions(document)
     try:
         config = _Kubeconfig.model_validate(document)
     except ValidationError as error:
@@ -141,6 +153,28 @@ def parse(document: object) -> Credentials:
         client_key_pem=_decoded(user.client_key_data, "users[].user.client-key-data"),
         token=user.token,
     )
+
+
+def _without_extensions(document: object) -> object:
+    """``document`` without the ``extensions`` of itself, its preferences and named entries."""
+    if not isinstance(document, dict):
+        return document
+    result = {key: value for key, value in document.items() if key != "extensions"}
+    preferences = result.get("preferences")
+    if isinstance(preferences, dict):
+        result["preferences"] = {k: v for k, v in preferences.items() if k != "extensions"}
+    for entries, field in (("clusters", "cluster"), ("users", "user"), ("contexts", "context")):
+        listed = result.get(entries)
+        if isinstance(listed, list):
+            result[entries] = [_entry_without_extensions(entry, field) for entry in listed]
+    return result
+
+
+def _entry_without_extensions(entry: object, field: str) -> object:
+    if not isinstance(entry, dict) or not isinstance(entry.get(field), dict):
+        return entry
+    inner = {key: value for key, value in entry[field].items() if key != "extensions"}
+    return {**entry, field: inner}
 
 
 def _current(config: _Kubeconfig) -> _ContextFields:

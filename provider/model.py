@@ -140,6 +140,55 @@ class ProviderConfigSpec(_Model):
     spaces: SpacesSettings
 
 
+class SpaceCondition(_Model):
+    """A condition of a Space's ControlPlane (crossplane-runtime's ``Condition``)."""
+
+    type: str
+    status: str = "Unknown"
+    reason: str = ""
+    message: str = ""
+
+
+class ControlPlaneStatus(_Model):
+    """``status`` of a ``spaces.upbound.io/v1beta1`` ControlPlane (up-sdk-go's type)."""
+
+    conditions: list[SpaceCondition] = []
+    message: str = ""
+    control_plane_id: str = Field(default="", alias="controlPlaneID")
+
+    def condition(self, type_: str) -> SpaceCondition | None:
+        """The condition of ``type_``, if the Space wrote one."""
+        return next((c for c in self.conditions if c.type == type_), None)
+
+
+class ControlPlaneAutoUpgrade(_Model):
+    """A ControlPlane's channel; the Spaces CRD defaults it to Stable."""
+
+    channel: str = "Stable"
+
+
+class ControlPlaneCrossplane(_Model):
+    """``spec.crossplane`` of a ControlPlane: what runs, and how it is upgraded."""
+
+    version: str | None = None
+    auto_upgrade: ControlPlaneAutoUpgrade = ControlPlaneAutoUpgrade()
+
+
+class ControlPlaneSecretRef(_Model):
+    """Where a Space writes a ControlPlane's kubeconfig."""
+
+    name: str = ""
+    namespace: str = ""
+
+
+class ControlPlaneSpec(_Model):
+    """``spec`` of a ControlPlane: the fields the provider sets or reads."""
+
+    crossplane: ControlPlaneCrossplane = ControlPlaneCrossplane()
+    class_: str | None = Field(default=None, alias="class")
+    write_connection_secret_to_ref: ControlPlaneSecretRef | None = None
+
+
 ModelT = TypeVar("ModelT", bound=BaseModel)
 
 

@@ -12,9 +12,10 @@ import threading
 import time
 import urllib.request
 from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 import urllib3
 import yaml
@@ -23,6 +24,7 @@ from kubernetes.client.exceptions import ApiException
 
 from sandbox.apiserver import APIServer, free_port
 from sandbox.paths import REPO_ROOT, UPSTREAM_CRDS
+from sandbox.space_releases import POLICY_NAME, Releases, admission_binding, admission_policy
 
 PROVIDER_CRDS = REPO_ROOT / "package" / "provider" / "crds"
 SPACES_CRD = UPSTREAM_CRDS / "spaces" / "spaces.upbound.io_controlplanes.yaml"
@@ -211,8 +213,41 @@ class Kube:
         return [dict(self.api.sanitize_for_serialization(e)) for e in found.items]
 
 
+@dataclass(frozen=True)
+class Fault:
+    """A fault the simulated Space reports on one ControlPlane until it is cleared.
+
+    ``provisioning``: ControlPlaneProvisioned=False, reason ProvisioningError, with
+    ``message`` (also ``status.message``); a ControlPlane not yet provisioned stays so.
+    ``unhealthy``: Healthy=False, reason UnhealthyControlPlane. ``reconcile``: the
+    Space's own Synced=False, reason ReconcileError.
+    """
+
+    kind: Literal["provisioning", "unhealthy", "reconcile"]
+    message: str
+
+
 class SpacesSimulator:
-    """Plays the Spaces controller: marks ControlPlanes Ready and writes their kubeconfig.
+    """Plays the Spaces controller: provisions ControlPlanes and reports on them as a Space does.
+
+    What it writes follows ``apis/spaces/v1beta1`` of github.com/upbound/up-sdk-go
+    (``conditions.go``, ``controlplane_types.go``): a new ControlPlane is first
+    ``Ready=False`` (``Creating``) with ``ControlPlaneProvisioned=False``; once
+    provisioned (after ``provisioning_delay`` seconds, 0 by default) its kubeconfig
+    Secret is written and it is ``Ready`` (``Available``), ``ControlPlaneProvisioned``
+    (``Provisioned``), ``Healthy`` (``HealthyControlPlane``), ``Supported``
+    (``SupportedCrossplaneVersion``, or False with the docs' "outside of the support
+    window" message) and ``Synced`` (``ReconcileSuccess``), with ``controlPlaneID``,
+    ``firstAvailableAt`` and ``status.message`` (the fault's, else none). A
+    ControlPlane without a version gets the Stable release of the latest major,
+    written into its spec.
+
+    Versions (``sandbox.space_releases``): the Space's API server refuses an
+    unsupported or lower version through a ValidatingAdmissionPolicy, and
+    ``publish_release`` upgrades every ControlPlane whose channel is not None by
+    writing the new version into ``spec.crossplane.version``, as a Space does.
+    ``retire_release`` marks those on a retired version unsupported. Faults come on
+    demand: ``inject`` a ``Fault``, ``clear`` it.
 
     The kubeconfig it writes points at ``hosted``: a real API server standing
     in for every hosted control plane, or a function that starts one per
@@ -225,16 +260,31 @@ class SpacesSimulator:
     again. While ``ready`` is clear it holds what it saw and answers once set.
     """
 
-    def __init__(self, space: Kube, hosted: APIServer | Callable[[str], APIServer]) -> None:
+    def __init__(
+        self,
+        space: Kube,
+        hosted: APIServer | Callable[[str], APIServer],
+        *,
+        provisioning_delay: float = 0.0,
+        releases: Releases | None = None,
+    ) -> None:
         self.space = space
         self.hosted = hosted
+        self.provisioning_delay = provisioning_delay
+        self.releases = releases or Releases()
         self._hosted_by_uid: dict[str, APIServer] = {}
         self.ready = threading.Event()
         self.ready.set()
         self._stop = threading.Event()
-        # (namespace, name) -> the ControlPlane last seen not Ready.
+        # (namespace, name) -> the ControlPlane last seen needing an answer.
         self._pending: dict[tuple[str, str], dict[str, Any]] = {}
         self._pending_changed = threading.Condition()
+        self._faults: dict[tuple[str, str], Fault] = {}
+        # uid -> when provisioning began (monotonic), and the timers that come back then.
+        self._first_seen: dict[str, float] = {}
+        # uid -> the connection secret its kubeconfig was written to.
+        self._published: dict[str, tuple[str, str]] = {}
+        self._timers: dict[str, threading.Timer] = {}
         # Per-ControlPlane API servers start one after the other; a shared one is answered
         # by a few threads, as a controller with several workers would.
         self._workers = 1 if callable(hosted) and not isinstance(hosted, APIServer) else 4
@@ -247,6 +297,7 @@ class SpacesSimulator:
         ]
 
     def __enter__(self) -> SpacesSimulator:
+        self._apply_policy(probe_refused=UNOFFERED_PROBE)
         for thread in self._threads:
             thread.start()
         return self
@@ -255,8 +306,56 @@ class SpacesSimulator:
         self._stop.set()
         with self._pending_changed:
             self._pending_changed.notify_all()
+        for timer in list(self._timers.values()):
+            timer.cancel()
         for thread in self._threads:
             thread.join(timeout=10)
+
+    # Operations a test (or a person at the sandbox) performs on the Space.
+
+    def publish_release(self, version: str) -> list[tuple[str, str, str]]:
+        """Offer ``version``, then upgrade every ControlPlane its channel takes there.
+
+        Returns ``(namespace, name, version)`` of each ControlPlane upgraded: the
+        new version is written into its ``spec.crossplane.version``.
+        """
+        self.releases.publish(version)
+        self._apply_policy(probe_accepted=version)
+        upgraded = []
+        for cp in self._control_planes():
+            crossplane = cp["spec"].get("crossplane") or {}
+            channel = (crossplane.get("autoUpgrade") or {}).get("channel", "Stable")
+            target = self.releases.target(channel, crossplane.get("version"))
+            if target is None:
+                continue
+            metadata = cp["metadata"]
+            self.space.patch(
+                "controlplanes",
+                metadata["namespace"],
+                metadata["name"],
+                {"spec": {"crossplane": {"version": target}}},
+                SPACES_GROUP,
+                SPACES_VERSION,
+            )
+            upgraded.append((metadata["namespace"], metadata["name"], target))
+        return upgraded
+
+    def retire_release(self, version: str) -> None:
+        """Refuse ``version`` from now on; ControlPlanes on it become Supported=False."""
+        self.releases.retire(version)
+        self._apply_policy(probe_refused=version)
+        for cp in self._control_planes():
+            self._saw(cp)
+
+    def inject(self, namespace: str, name: str, fault: Fault) -> None:
+        """Report ``fault`` on the ControlPlane ``namespace/name`` until it is cleared."""
+        self._faults[(namespace, name)] = fault
+        self._look_again(namespace, name)
+
+    def clear(self, namespace: str, name: str) -> None:
+        """Clear the ControlPlane's fault: it provisions, or turns healthy, again."""
+        self._faults.pop((namespace, name), None)
+        self._look_again(namespace, name)
 
     def hosted_for(self, control_plane: dict[str, Any]) -> APIServer:
         """The API server behind one ControlPlane (started on first sight if per ControlPlane)."""
@@ -268,12 +367,79 @@ class SpacesSimulator:
             self._hosted_by_uid[uid] = self.hosted(metadata["name"])
         return self._hosted_by_uid[uid]
 
+    # The admission policy.
+
+    def _apply_policy(
+        self, *, probe_refused: str | None = None, probe_accepted: str | None = None
+    ) -> None:
+        """Create or replace the version policy, and wait until the API server enforces it."""
+        policies: Any = client.AdmissionregistrationV1Api(self.space.api)
+        body = admission_policy(self.releases)
+        try:
+            current = policies.read_validating_admission_policy(POLICY_NAME)
+            body["metadata"]["resourceVersion"] = current.metadata.resource_version
+            policies.replace_validating_admission_policy(
+                POLICY_NAME, client.V1ValidatingAdmissionPolicy.from_dict(body)
+            )
+        except ApiException as error:
+            if error.status != 404:
+                raise
+            policies.create_validating_admission_policy(
+                client.V1ValidatingAdmissionPolicy.from_dict(body)
+            )
+        try:
+            policies.create_validating_admission_policy_binding(
+                client.V1ValidatingAdmissionPolicyBinding.from_dict(admission_binding())
+            )
+        except ApiException as error:
+            if error.status != 409:  # bound already
+                raise
+        if probe_refused is not None:
+            wait_for(
+                f"the Space refusing version {probe_refused}",
+                lambda: self._admits(probe_refused) is False,
+            )
+        if probe_accepted is not None:
+            wait_for(
+                f"the Space accepting version {probe_accepted}",
+                lambda: self._admits(probe_accepted) is True,
+            )
+
+    def _admits(self, version: str) -> bool | None:
+        """Whether a new ControlPlane on ``version`` would be admitted (a dry run)."""
+        probe = {
+            "apiVersion": f"{SPACES_GROUP}/{SPACES_VERSION}",
+            "kind": "ControlPlane",
+            "metadata": {"name": "spaces-simulator-probe", "namespace": "default"},
+            "spec": {"crossplane": {"version": version}},
+        }
+        try:
+            self.space.custom.create_namespaced_custom_object(
+                SPACES_GROUP, SPACES_VERSION, "default", "controlplanes", probe, dry_run="All"
+            )
+        except ApiException as error:
+            return False if error.status in {403, 422} else None
+        return True
+
+    # The controller.
+
+    def _control_planes(self) -> list[dict[str, Any]]:
+        found = self.space.custom.list_cluster_custom_object(
+            SPACES_GROUP, SPACES_VERSION, "controlplanes"
+        )
+        return list(found["items"])
+
+    def _look_again(self, namespace: str, name: str) -> None:
+        found = self.space.get("controlplanes", namespace, name, SPACES_GROUP, SPACES_VERSION)
+        if found is not None:
+            self._saw(found)
+
     def _watch(self) -> None:
         """List, then watch from the list's version; list again after any failure."""
         while not self._stop.is_set():
             try:
                 found = self.space.custom.list_cluster_custom_object(
-                    "spaces.upbound.io", "v1beta1", "controlplanes"
+                    SPACES_GROUP, SPACES_VERSION, "controlplanes"
                 )
                 for cp in found["items"]:
                     self._saw(cp)
@@ -281,8 +447,8 @@ class SpacesSimulator:
                 while not self._stop.is_set():
                     stream = watch.Watch().stream(  # type: ignore[no-untyped-call]
                         self.space.custom.list_cluster_custom_object,
-                        "spaces.upbound.io",
-                        "v1beta1",
+                        SPACES_GROUP,
+                        SPACES_VERSION,
                         "controlplanes",
                         resource_version=version,
                         allow_watch_bookmarks=True,
@@ -298,12 +464,53 @@ class SpacesSimulator:
                 self._stop.wait(POLL_SECONDS)
 
     def _saw(self, cp: dict[str, Any]) -> None:
-        if condition(cp, "Ready").get("status") == "True":
+        """Queue ``cp`` unless the Space has nothing to write about it."""
+        if not self._needs_answer(cp):
             return
         metadata = cp["metadata"]
         with self._pending_changed:
             self._pending[(metadata["namespace"], metadata["name"])] = cp
             self._pending_changed.notify()
+
+    def _needs_answer(self, cp: dict[str, Any]) -> bool:
+        if not (cp["spec"].get("crossplane") or {}).get("version"):
+            return True
+        secret = _connection_secret(cp)
+        if _provisioned(cp) and secret and self._published.get(cp["metadata"]["uid"]) != secret:
+            # A Space publishes the kubeconfig wherever the ControlPlane names (an adopted
+            # ControlPlane given a connection secret later, among them).
+            return True
+        if not _provisioned(cp) and self._due_in(cp) > 0:
+            # Creating: come back when provisioning is due, if nothing else wakes it.
+            self._come_back(cp)
+            return not _same_status(cp.get("status") or {}, self._creating(cp))
+        return not _same_status(cp.get("status") or {}, self._status(cp))
+
+    def _due_in(self, cp: dict[str, Any]) -> float:
+        """Seconds until ``cp`` is provisioned (never while a provisioning fault holds)."""
+        metadata = cp["metadata"]
+        fault = self._faults.get((metadata["namespace"], metadata["name"]))
+        if fault is not None and fault.kind == "provisioning":
+            return float("inf")
+        first = self._first_seen.setdefault(metadata["uid"], time.monotonic())
+        return first + self.provisioning_delay - time.monotonic()
+
+    def _come_back(self, cp: dict[str, Any]) -> None:
+        uid = cp["metadata"]["uid"]
+        due = self._due_in(cp)
+        if uid in self._timers or due == float("inf"):
+            return
+        namespace, name = cp["metadata"]["namespace"], cp["metadata"]["name"]
+
+        def again() -> None:
+            self._timers.pop(uid, None)
+            with contextlib.suppress(ApiException, OSError, urllib3.exceptions.HTTPError):
+                self._look_again(namespace, name)
+
+        timer = threading.Timer(due, again)
+        timer.daemon = True
+        self._timers[uid] = timer
+        timer.start()
 
     def _work(self) -> None:
         while not self._stop.is_set():
@@ -322,45 +529,183 @@ class SpacesSimulator:
                 self._saw(cp)
 
     def _answer(self, cp: dict[str, Any]) -> None:
-        """Write the ControlPlane's kubeconfig secret, then mark it Ready."""
+        """Default the version; report Creating; provision when due; report what holds."""
         metadata = cp["metadata"]
-        ref = cp["spec"].get("writeConnectionSecretToRef") or {}
-        if ref.get("name"):
-            self.space.put_secret(
-                ref.get("namespace") or metadata["namespace"],
-                ref["name"],
-                {"kubeconfig": self.hosted_for(cp).kubeconfig.encode()},
+        crossplane = cp["spec"].get("crossplane") or {}
+        if not crossplane.get("version"):
+            channel = (crossplane.get("autoUpgrade") or {}).get("channel", "Stable")
+            chosen = self.releases.target(channel, None)
+            if chosen is not None:
+                self._patch(cp, {"spec": {"crossplane": {"version": chosen}}})
+            return  # the watch brings it back with its version
+        if not _provisioned(cp):
+            creating = self._creating(cp)
+            if not _same_status(cp.get("status") or {}, creating):
+                self._write_status(cp, creating)
+            if self._due_in(cp) > 0:
+                return
+        secret = _connection_secret(cp)
+        if secret and self._published.get(metadata["uid"]) != secret:
+            self.space.put_secret(*secret, {"kubeconfig": self.hosted_for(cp).kubeconfig.encode()})
+            self._published[metadata["uid"]] = secret
+        self._write_status(cp, self._status(cp))
+
+    def _creating(self, cp: dict[str, Any]) -> dict[str, Any]:
+        """The status of a ControlPlane being provisioned (or failing to be)."""
+        fault = self._fault(cp)
+        provisioned = _condition("ControlPlaneProvisioned", "False", "Provisioned")
+        message = None
+        if fault is not None and fault.kind == "provisioning":
+            provisioned = _condition(
+                "ControlPlaneProvisioned", "False", "ProvisioningError", fault.message
             )
-        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-        status = {
-            "controlPlaneID": f"ctp-{metadata['uid'][:8]}",
+            message = fault.message
+        return {
             "conditions": [
-                {
-                    "type": "Ready",
-                    "status": "True",
-                    "reason": "Available",
-                    "lastTransitionTime": now,
-                },
-                {
-                    "type": "Healthy",
-                    "status": "True",
-                    "reason": "HealthyPackageRevision",
-                    "lastTransitionTime": now,
-                },
+                _condition("Ready", "False", "Creating"),
+                provisioned,
+                self._synced(fault),
             ],
+            "message": message,
         }
+
+    def _status(self, cp: dict[str, Any]) -> dict[str, Any]:
+        """The status of a provisioned ControlPlane."""
+        metadata = cp["metadata"]
+        fault = self._fault(cp)
+        version = str((cp["spec"].get("crossplane") or {}).get("version") or "")
+        message = None
+        provisioned = _condition("ControlPlaneProvisioned", "True", "Provisioned")
+        healthy = _condition("Healthy", "True", "HealthyControlPlane")
+        if fault is not None and fault.kind == "provisioning":
+            provisioned = _condition(
+                "ControlPlaneProvisioned", "False", "ProvisioningError", fault.message
+            )
+            message = fault.message
+        if fault is not None and fault.kind == "unhealthy":
+            healthy = _condition("Healthy", "False", "UnhealthyControlPlane", fault.message)
+            message = fault.message
+        supported = _condition("Supported", "True", "SupportedCrossplaneVersion")
+        if not self.releases.is_supported(version):
+            supported = _condition(
+                "Supported",
+                "False",
+                "UnsupportedCrossplaneVersion",
+                f"Crossplane version {version} is outside of the support window. "
+                f"Oldest supported minor version is {self.releases.oldest_minor()}.",
+            )
+        first = (cp.get("status") or {}).get("firstAvailableAt") or _now()
+        return {
+            "controlPlaneID": f"ctp-{metadata['uid'][:8]}",
+            "firstAvailableAt": first,
+            "conditions": [
+                _condition("Ready", "True", "Available"),
+                provisioned,
+                healthy,
+                supported,
+                self._synced(fault),
+            ],
+            "message": message,
+        }
+
+    def _fault(self, cp: dict[str, Any]) -> Fault | None:
+        return self._faults.get((cp["metadata"]["namespace"], cp["metadata"]["name"]))
+
+    @staticmethod
+    def _synced(fault: Fault | None) -> dict[str, Any]:
+        if fault is not None and fault.kind == "reconcile":
+            return _condition("Synced", "False", "ReconcileError", fault.message)
+        return _condition("Synced", "True", "ReconcileSuccess")
+
+    def _write_status(self, cp: dict[str, Any], status: dict[str, Any]) -> None:
+        """Write ``status``, keeping the transition time of every condition that held."""
+        before = {c.get("type"): c for c in (cp.get("status") or {}).get("conditions") or []}
+        stamped = []
+        for item in status["conditions"]:
+            held = before.get(item["type"])
+            kept = held is not None and _same_condition(held, item)
+            stamped.append(
+                {
+                    **item,
+                    "lastTransitionTime": held["lastTransitionTime"] if kept and held else _now(),
+                }
+            )
+        metadata = cp["metadata"]
         try:
             self.space.custom.patch_namespaced_custom_object_status(
-                "spaces.upbound.io",
-                "v1beta1",
+                SPACES_GROUP,
+                SPACES_VERSION,
                 metadata["namespace"],
                 "controlplanes",
                 metadata["name"],
-                {"status": status},
+                {"status": {**status, "conditions": stamped}},
             )
         except ApiException as error:
             if error.status != 404:  # deleted meanwhile: nothing to answer
                 raise
+
+    def _patch(self, cp: dict[str, Any], patch: dict[str, Any]) -> None:
+        metadata = cp["metadata"]
+        try:
+            self.space.patch(
+                "controlplanes",
+                metadata["namespace"],
+                metadata["name"],
+                patch,
+                SPACES_GROUP,
+                SPACES_VERSION,
+            )
+        except ApiException as error:
+            if error.status != 404:
+                raise
+
+
+SPACES_GROUP, SPACES_VERSION = "spaces.upbound.io", "v1beta1"
+# A version no Space offers: refused once the policy is enforced.
+UNOFFERED_PROBE = "0.0.1-up.1"
+
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def _condition(type_: str, status: str, reason: str, message: str = "") -> dict[str, Any]:
+    found = {"type": type_, "status": status, "reason": reason}
+    if message:
+        found["message"] = message
+    return found
+
+
+def _same_condition(held: dict[str, Any], wanted: dict[str, Any]) -> bool:
+    return all(held.get(key, "") == wanted.get(key, "") for key in ("status", "reason", "message"))
+
+
+def _same_status(current: dict[str, Any], wanted: dict[str, Any]) -> bool:
+    """Whether ``current`` already says all ``wanted`` says (transition times aside)."""
+    held = {c.get("type"): c for c in current.get("conditions") or []}
+    for item in wanted["conditions"]:
+        if item["type"] not in held or not _same_condition(held[item["type"]], item):
+            return False
+    if (current.get("message") or None) != wanted.get("message"):
+        return False
+    return all(
+        current.get(key) == value
+        for key, value in wanted.items()
+        if key not in {"conditions", "message", "firstAvailableAt"}
+    )
+
+
+def _connection_secret(cp: dict[str, Any]) -> tuple[str, str] | None:
+    """(namespace, name) of the Secret the ControlPlane's kubeconfig goes to, if it names one."""
+    ref = cp["spec"].get("writeConnectionSecretToRef") or {}
+    if not ref.get("name"):
+        return None
+    return (str(ref.get("namespace") or cp["metadata"]["namespace"]), str(ref["name"]))
+
+
+def _provisioned(cp: dict[str, Any]) -> bool:
+    """Provisioned once: a Ready=True is never taken back (a fault says what is wrong)."""
+    return condition(cp, "Ready").get("status") == "True"
 
 
 class ProviderProcess:

@@ -28,6 +28,10 @@ class Observation:
     late_init: Mapping[str, Any] = field(default_factory=dict)
     ready: Condition | None = None
     connection_details: Mapping[str, bytes] = field(default_factory=dict)
+    # The backend refuses the external resource as it is (its own controller says so):
+    # Synced=False with this message, though the reconcile goes on to late-initialise
+    # and update, since a corrected spec is how it is cured.
+    refused: str = ""
 
 
 @dataclass(frozen=True)

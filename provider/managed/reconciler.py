@@ -289,8 +289,13 @@ class _Run:
         if observation.late_init and self.policies.should_late_initialize:
             _merge(self.managed.setdefault("spec", {}), observation.late_init)
             await self._write_metadata()
+        synced = (
+            conditions.reconcile_error(observation.refused)
+            if observation.refused
+            else conditions.reconcile_success()
+        )
         if observation.up_to_date or not self.policies.should_update:
-            return await self._finish(self._poll(), *self.ready, conditions.reconcile_success())
+            return await self._finish(self._poll(), *self.ready, synced)
         try:
             update = await external.update(self.managed)
         except ConflictError:
@@ -303,7 +308,7 @@ class _Run:
         published = await self._publish(update.connection_details)
         if published is not None:
             return published
-        return await self._finish(self._poll(), *self.ready, conditions.reconcile_success())
+        return await self._finish(self._poll(), *self.ready, synced)
 
     async def _publish(self, details: Mapping[str, bytes]) -> Result | None:
         """Publish connection details; a Result when that failed."""

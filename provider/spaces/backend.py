@@ -26,8 +26,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
-from provider import kube
-from provider import kubeconfig as kubeconfig_rules
+from provider import kube, kubeconfig
 from provider.backup.instance_restore import InstanceRestore, RestoreBounds
 from provider.backup.restore import Restorer
 from provider.cache import CachedClient, Informer, without_managed_fields
@@ -41,13 +40,16 @@ from provider.model import (
     CONTROL_PLANES,
     KUBECONFIG_KEY,
     PROVIDER_CONFIGS,
+    ControlPlaneSpec,
+    ControlPlaneStatus,
     InstanceSpec,
     InvalidError,
     ProviderConfigSpec,
     parse,
 )
+from provider.spaces import desired, readiness
+from provider.spaces.desired import CONNECTION_SECRET_PREFIX as _CONNECTION_SECRET_PREFIX
 
-_CONNECTION_SECRET_PREFIX = "kubeconfig-"  # noqa: S105 (a name prefix)
 # Which Instance a ControlPlane is for: written when the provider creates it,
 # checked before anything of it (its kubeconfig above all) reaches an Instance.
 OWNER_NAMESPACE = "controlplane.spaces.upbound.io/instance-namespace"
@@ -116,6 +118,8 @@ class _Space:
     cluster: Cluster
     cache: CachedClient
     watches: _Watches | None = None
+    # Whether its kubeconfig passes the allow-list with nothing ignored, as a team's must.
+    strict: bool = True
 
     async def close(self) -> None:
         if self.watches is not None:
@@ -190,7 +194,11 @@ class SpacesConnector:
             )
             raise ConnectError(msg)
         group = settings.spaces.namespace
-        space = await self._space(secret_namespace, selector.name, selector.key, group)
+        # A ClusterProviderConfig's kubeconfig is the operator's; a ProviderConfig's, a team's.
+        operator = ref.kind == "ClusterProviderConfig"
+        space = await self._space(
+            secret_namespace, selector.name, selector.key, group, operator=operator
+        )
         return SpacesClient(
             space.cluster,
             group,
@@ -199,7 +207,14 @@ class SpacesConnector:
             controlplane_hosts=self.controlplane_hosts,
         )
 
-    async def _space(self, namespace: str, name: str, key: str, group: str) -> _Space:
+    async def _space(
+        self, namespace: str, name: str, key: str, group: str, *, operator: bool
+    ) -> _Space:
+        """The Space client of a kubeconfig secret; ``operator`` when a ClusterProviderConfig's.
+
+        Only an operator's kubeconfig may carry extensions (see ``provider.kubeconfig``):
+        a client made for one is reused for a team's config only if it passes strictly.
+        """
         where = f"secret {namespace}/{name}"
         secret = await self._credential(namespace, name)
         if secret is None:
@@ -208,23 +223,25 @@ class SpacesConnector:
         version = str(secret["metadata"].get("resourceVersion", ""))
         cached = self._spaces.get((namespace, name, group))
         if cached is not None and cached.version == version:
+            if not (operator or cached.strict):
+                _strictly(_kubeconfig_of(secret, key, where), key, where)
+                cached.strict = True
             return cached
-        encoded = (secret.get("data") or {}).get(key)
-        if not encoded:
-            msg = f"cannot get the Space kubeconfig: {where} has no key {key!r}"
-            raise ConnectError(msg)
+        config = _kubeconfig_of(secret, key, where)
+        if not operator:
+            _strictly(config, key, where)
         try:
-            text = base64.b64decode(encoded, validate=True).decode()
-            config = kube.load_kubeconfig_text(text)
-            cluster = await Cluster.from_kubeconfig(config, on_request=self.on_request)
-        except (binascii.Error, UnicodeDecodeError, KubeError) as error:
-            detail = str(error) if isinstance(error, KubeError) else "is not valid base64 text"
-            msg = f"cannot use the Space kubeconfig: key {key!r} of {where} {detail}"
+            cluster = await Cluster.from_kubeconfig(
+                config, on_request=self.on_request, ignore_extensions=operator
+            )
+        except KubeError as error:
+            msg = f"cannot use the Space kubeconfig: key {key!r} of {where} {error}"
             raise ConnectError(msg) from None
         stale = [k for k, v in self._spaces.items() if k[:2] == (namespace, name)]
         for other in [k for k in stale if self._spaces[k].version != version]:
             await self._spaces.pop(other).close()
         space = self._watched(version, cluster, group)
+        space.strict = not operator or _passes_strictly(config)
         self._spaces[(namespace, name, group)] = space
         return space
 
@@ -302,6 +319,37 @@ class SpacesConnector:
         await asyncio.gather(*self._closing, return_exceptions=True)
 
 
+def _kubeconfig_of(secret: JsonObject, key: str, where: str) -> JsonObject:
+    """The parsed kubeconfig at ``key`` of a Space kubeconfig secret; ConnectError if none."""
+    encoded = (secret.get("data") or {}).get(key)
+    if not encoded:
+        msg = f"cannot get the Space kubeconfig: {where} has no key {key!r}"
+        raise ConnectError(msg)
+    try:
+        return kube.load_kubeconfig_text(base64.b64decode(encoded, validate=True).decode())
+    except (binascii.Error, UnicodeDecodeError, KubeError) as error:
+        detail = str(error) if isinstance(error, KubeError) else "is not valid base64 text"
+        msg = f"cannot use the Space kubeconfig: key {key!r} of {where} {detail}"
+        raise ConnectError(msg) from None
+
+
+def _passes_strictly(config: JsonObject) -> bool:
+    try:
+        kubeconfig.parse(config)
+    except kubeconfig.KubeconfigError:
+        return False
+    return True
+
+
+def _strictly(config: JsonObject, key: str, where: str) -> None:
+    """Refuse a team's Space kubeconfig as the allow-list does, extensions and all."""
+    try:
+        kubeconfig.parse(config)
+    except kubeconfig.KubeconfigError as error:
+        msg = f"cannot use the Space kubeconfig: key {key!r} of {where} {error}"
+        raise ConnectError(msg) from None
+
+
 def spaces_in_use(configs: list[JsonObject]) -> set[tuple[str, str, str]]:
     """(secret namespace, secret name, group) of each valid provider config."""
     found = set()
@@ -312,24 +360,6 @@ def spaces_in_use(configs: list[JsonObject]) -> set[tuple[str, str, str]]:
             namespace = selector.namespace or config["metadata"].get("namespace", "")
             found.add((namespace, selector.name, settings.spaces.namespace))
     return found
-
-
-def _desired(spec: InstanceSpec, external_name: str, group: str) -> dict[str, Any]:
-    crossplane: dict[str, Any] = {
-        "autoUpgrade": {"channel": spec.for_provider.crossplane.auto_upgrade.channel}
-    }
-    if spec.for_provider.crossplane.version:
-        crossplane["version"] = spec.for_provider.crossplane.version
-    desired: dict[str, Any] = {
-        "crossplane": crossplane,
-        "writeConnectionSecretToRef": {
-            "name": f"{_CONNECTION_SECRET_PREFIX}{external_name}",
-            "namespace": group,
-        },
-    }
-    if spec.for_provider.class_:
-        desired["class"] = spec.for_provider.class_
-    return desired
 
 
 class SpacesClient:
@@ -356,7 +386,11 @@ class SpacesClient:
         self.controlplane_hosts = controlplane_hosts or ControlPlaneHosts()
 
     async def observe(self, managed: ManagedObject) -> Observation:
-        """Find the ControlPlane; late-initialise, report readiness and the kubeconfig."""
+        """Find the ControlPlane; report what the Space says of it, and its kubeconfig.
+
+        Up to date when the patch ``desired.changes`` would send is empty: a
+        version the Space upgraded past the Instance's is up to date.
+        """
         name = meta.external_name(managed)
         watched = self.cache.informer(CONTROL_PLANES)
         if watched is not None:
@@ -371,42 +405,58 @@ class SpacesClient:
                 CONTROL_PLANES, self.group, name, {"metadata": _owner_metadata(managed)}
             )
         spec = parse(InstanceSpec, managed.get("spec") or {}, "spec")
-        actual = found.get("spec") or {}
-        late_init = _late_init(spec, actual)
-        up_to_date = _up_to_date(spec, actual)
-        status = found.get("status") or {}
+        where = f"ControlPlane {name}"
+        status = parse(ControlPlaneStatus, found.get("status") or {}, f"{where} status")
+        actual = parse(ControlPlaneSpec, found.get("spec") or {}, f"{where} spec")
         at_provider = managed.setdefault("status", {}).setdefault("atProvider", {})
-        at_provider["id"] = status.get("controlPlaneID") or found["metadata"].get("uid", "")
-        version = (actual.get("crossplane") or {}).get("version")
+        at_provider["id"] = status.control_plane_id or found["metadata"].get("uid", "")
+        # What runs now: a Space writes an upgrade into the spec of what it upgrades.
+        version = actual.crossplane.version
         if version:
             at_provider["crossplaneVersion"] = version
-        ready = conditions.find(status.get("conditions") or [], "Ready")
-        if ready is None or ready.get("status") != "True":
-            message = str((ready or {}).get("message") or "the ControlPlane is not ready yet")
-            return Observation(
-                exists=True,
-                up_to_date=up_to_date,
-                late_init=late_init,
-                ready=conditions.unavailable(message),
-            )
-        details = await self._kubeconfig(found)
-        refused = self._refused_kubeconfig(details)
-        if refused is not None:
-            # Neither published nor used: the connection secret keeps what it had.
-            return Observation(
-                exists=True,
-                up_to_date=up_to_date,
-                late_init=late_init,
-                ready=conditions.unavailable(refused),
-            )
+        else:
+            at_provider.pop("crossplaneVersion", None)
+        said = readiness.verdict(status)
+        if said.ready.status != "True":
+            return self._observed(managed, spec, found, said)
+        details, problem = await self._kubeconfig(actual)
+        if problem:
+            said = readiness.verdict(status, problem)
+        ready = said.ready
         # A restore writes into the control plane: never under Observe-only policies.
+        # Without a kubeconfig it is only recorded as pending.
         restoring = await self._restore(managed, spec, details) if policies.should_create else None
+        if restoring is not None and ready.status == "True":
+            ready = restoring
+        return self._observed(managed, spec, found, said, ready, details)
+
+    def _observed(  # noqa: PLR0917 (what one observation is made of)
+        self,
+        managed: ManagedObject,
+        spec: InstanceSpec,
+        found: Mapping[str, Any],
+        said: readiness.Verdict,
+        ready: conditions.Condition | None = None,
+        details: Mapping[str, bytes] | None = None,
+    ) -> Observation:
         return Observation(
             exists=True,
-            up_to_date=up_to_date,
-            late_init=late_init,
-            ready=restoring or conditions.available(),
-            connection_details=details,
+            up_to_date=not self._changes(managed, spec, found),
+            late_init=desired.late_init(spec, _spec_of(found)),
+            ready=ready or said.ready,
+            connection_details=details or {},
+            refused=said.refused,
+        )
+
+    def _changes(
+        self, managed: ManagedObject, spec: InstanceSpec, found: Mapping[str, Any]
+    ) -> dict[str, Any]:
+        return desired.changes(
+            spec,
+            _spec_of(found),
+            (found.get("metadata") or {}).get("labels") or {},
+            desired.owner_labels(managed["metadata"]),
+            desired.connection_secret_ref(meta.external_name(managed), self.group),
         )
 
     async def _restore(
@@ -424,23 +474,17 @@ class SpacesClient:
             managed, source.backup_ref.name, details.get(KUBECONFIG_KEY)
         )
 
-    def _refused_kubeconfig(self, details: Mapping[str, bytes]) -> str | None:
-        """Why the ControlPlane's kubeconfig may not reach the Instance; None when it may."""
-        kubeconfig = details.get(KUBECONFIG_KEY)
-        if not kubeconfig:
-            return None
-        try:
-            credentials = kubeconfig_rules.parse(kube.load_kubeconfig_text(kubeconfig.decode()))
-            self.controlplane_hosts.check(credentials.server, space_server=self.space.server)
-        except (KubeError, ValueError) as error:
-            return f"the ControlPlane's kubeconfig is refused: {error}"
-        return None
+    async def _kubeconfig(self, actual: ControlPlaneSpec) -> tuple[dict[str, bytes], str]:
+        """The ControlPlane's kubeconfig if it exists and passes the allow-list; else why not.
 
-    async def _kubeconfig(self, found: Mapping[str, Any]) -> dict[str, bytes]:
-        ref = (found.get("spec") or {}).get("writeConnectionSecretToRef") or {}
-        if not ref.get("name"):
-            return {}
-        namespace, name = str(ref.get("namespace") or self.group), str(ref["name"])
+        The Instance's connection secret is read by teams and by the Backup
+        controller, which parse it with ``provider.kubeconfig``'s allow-list:
+        a kubeconfig it would refuse is not handed on.
+        """
+        ref = actual.write_connection_secret_to_ref
+        if ref is None or not ref.name:
+            return {}, "the ControlPlane names no connection secret yet"
+        namespace, name = ref.namespace or self.group, ref.name
         watched = self.cache.informer(kube.SECRETS)
         if (
             watched is not None
@@ -453,7 +497,18 @@ class SpacesClient:
             # Not one the cache keeps (a ControlPlane adopted with a secret of its own).
             secret = await self.space.get(kube.SECRETS, namespace, name)
         encoded = ((secret or {}).get("data") or {}).get(KUBECONFIG_KEY)
-        return {KUBECONFIG_KEY: base64.b64decode(encoded)} if encoded else {}
+        where = f"secret {namespace}/{name}"
+        if not encoded:
+            return {}, f"waiting for the Space to write the control plane's kubeconfig ({where})"
+        try:
+            text = base64.b64decode(encoded, validate=True)
+            credentials = kubeconfig.parse(kube.load_kubeconfig_text(text.decode()))
+            self.controlplane_hosts.check(credentials.server, space_server=self.space.server)
+        except (kubeconfig.KubeconfigError, KubeError) as error:
+            return {}, f"the control plane's kubeconfig in {where} is refused: {error}"
+        except (binascii.Error, UnicodeDecodeError):
+            return {}, f"the control plane's kubeconfig in {where} is not base64 text"
+        return {KUBECONFIG_KEY: text}, ""
 
     async def create(self, managed: ManagedObject) -> Creation:
         """Create the ControlPlane."""
@@ -463,7 +518,7 @@ class SpacesClient:
             "apiVersion": CONTROL_PLANES.api_version,
             "kind": CONTROL_PLANES.kind,
             "metadata": {"name": name, "namespace": self.group, **_owner_metadata(managed)},
-            "spec": _desired(spec, name, self.group),
+            "spec": _created_spec(spec, desired.connection_secret_ref(name, self.group)),
         }
         try:
             await self.cache.create(CONTROL_PLANES, body)
@@ -485,12 +540,16 @@ class SpacesClient:
         return Creation()
 
     async def update(self, managed: ManagedObject) -> Update:
-        """Bring the ControlPlane's Crossplane and class to the Instance's."""
+        """Patch what differs from the Instance, and only that (see ``desired.changes``)."""
         spec = parse(InstanceSpec, managed.get("spec") or {}, "spec")
         name = meta.external_name(managed)
-        desired = _desired(spec, name, self.group)
-        patch = {"spec": {"crossplane": desired["crossplane"], "class": desired.get("class")}}
-        await self.cache.merge_patch(CONTROL_PLANES, self.group, name, patch)
+        found = await self.cache.get(CONTROL_PLANES, self.group, name)
+        if found is None:
+            msg = f"ControlPlane {name} in Space group {self.group} is gone"
+            raise KubeError(msg)
+        patch = self._changes(managed, spec, found)
+        if patch:
+            await self.cache.merge_patch(CONTROL_PLANES, self.group, name, patch)
         return Update()
 
     async def delete(self, managed: ManagedObject) -> None:
@@ -500,6 +559,11 @@ class SpacesClient:
         await self.cache.delete(CONTROL_PLANES, self.group, meta.external_name(managed))
 
 
+def _spec_of(found: Mapping[str, Any]) -> ControlPlaneSpec:
+    name = (found.get("metadata") or {}).get("name", "")
+    return parse(ControlPlaneSpec, found.get("spec") or {}, f"ControlPlane {name} spec")
+
+
 def _owner_metadata(managed: ManagedObject) -> dict[str, Any]:
     metadata = managed["metadata"]
     return {
@@ -507,8 +571,24 @@ def _owner_metadata(managed: ManagedObject) -> dict[str, Any]:
             OWNER_NAMESPACE: str(metadata.get("namespace", "")),
             OWNER_NAME: str(metadata["name"]),
         },
-        "labels": {OWNER_UID: str(metadata.get("uid", ""))},
+        "labels": {OWNER_UID: str(metadata.get("uid", "")), **desired.owner_labels(metadata)},
     }
+
+
+def _created_spec(spec: InstanceSpec, connection_ref: Mapping[str, str]) -> dict[str, Any]:
+    """A new ControlPlane's spec; without a version or class the Space picks its own."""
+    crossplane: dict[str, Any] = {
+        "autoUpgrade": {"channel": spec.for_provider.crossplane.auto_upgrade.channel}
+    }
+    if spec.for_provider.crossplane.version:
+        crossplane["version"] = spec.for_provider.crossplane.version
+    created: dict[str, Any] = {
+        "crossplane": crossplane,
+        "writeConnectionSecretToRef": dict(connection_ref),
+    }
+    if spec.for_provider.class_:
+        created["class"] = spec.for_provider.class_
+    return created
 
 
 def _created(obj: Mapping[str, Any]) -> datetime | None:
@@ -550,26 +630,3 @@ def _ownership(managed: ManagedObject, found: Mapping[str, Any]) -> Literal["min
         f"annotates it with {OWNER_NAMESPACE} and {OWNER_NAME}"
     )
     raise AdoptionError(msg)
-
-
-def _up_to_date(spec: InstanceSpec, actual: Mapping[str, Any]) -> bool:
-    """Whether the ControlPlane matches every field the Instance sets."""
-    wanted = spec.for_provider
-    crossplane = actual.get("crossplane") or {}
-    channel = (crossplane.get("autoUpgrade") or {}).get("channel", "Stable")
-    return (
-        channel == wanted.crossplane.auto_upgrade.channel
-        and wanted.crossplane.version in (None, crossplane.get("version"))
-        and wanted.class_ in (None, actual.get("class"))
-    )
-
-
-def _late_init(spec: InstanceSpec, actual: Mapping[str, Any]) -> dict[str, Any]:
-    """The Instance's unset version and class, as the ControlPlane has them."""
-    for_provider: dict[str, Any] = {}
-    version = (actual.get("crossplane") or {}).get("version")
-    if version and not spec.for_provider.crossplane.version:
-        for_provider["crossplane"] = {"version": version}
-    if actual.get("class") and not spec.for_provider.class_:
-        for_provider["class"] = actual["class"]
-    return {"forProvider": for_provider} if for_provider else {}

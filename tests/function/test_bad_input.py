@@ -218,7 +218,7 @@ BAD_CASES = [
     ),
     BadCase(
         "A version with a leading v is refused.",
-        {"crossplaneVersion": "v2.1.3"},
+        {"crossplaneVersion": "v2.1.4-up.2"},
         ("spec.crossplaneVersion", "no leading v"),
     ),
     BadCase(

@@ -287,10 +287,10 @@ def test_restore_is_honoured_only_at_creation(case: RestoreCase) -> None:
 
 
 def test_the_instance_carries_version_channel_class_and_its_connection_secret() -> None:
-    outcome = run({"crossplaneVersion": "2.1.3", "channel": "Rapid", "class": "large"})
+    outcome = run({"crossplaneVersion": "2.1.4-up.2", "channel": "Rapid", "class": "large"})
     spec = outcome.resources["instance"].body["spec"]
     assert spec["forProvider"] == {
-        "crossplane": {"version": "2.1.3", "autoUpgrade": {"channel": "Rapid"}},
+        "crossplane": {"version": "2.1.4-up.2", "autoUpgrade": {"channel": "Rapid"}},
         "class": "large",
     }
     assert spec["writeConnectionSecretToRef"] == {"name": "myctp-kubeconfig"}
@@ -569,7 +569,9 @@ def test_every_condition_type_is_reported_once_on_every_run() -> None:
 
 def test_status_reports_instance_source_and_backups_from_what_was_observed() -> None:
     seen = {
-        "instance": b.ready(extra_status={"atProvider": {"id": "ctp-123"}}),
+        "instance": b.ready(
+            extra_status={"atProvider": {"id": "ctp-123", "crossplaneVersion": "2.1.5-up.1"}}
+        ),
         "git-repository": b.ready(extra_status={"artifact": {"revision": "main@sha1:aaa"}}),
         "kustomization": b.ready(extra_status={"lastAppliedRevision": "main@sha1:bbb"}),
         "backup-role": b.role_with_arn(),
@@ -585,6 +587,7 @@ def test_status_reports_instance_source_and_backups_from_what_was_observed() -> 
         "instance": {
             "ready": True,
             "id": "ctp-123",
+            "crossplaneVersion": "2.1.5-up.1",
             "kubeconfigSecretRef": {"name": "myctp-kubeconfig", "key": "kubeconfig"},
         },
         "source": {"ready": True, "revision": "main@sha1:bbb"},

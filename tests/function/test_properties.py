@@ -82,7 +82,7 @@ BACKUP = st.builds(
 )
 SPEC = st.builds(
     _drop_none,
-    crossplaneVersion=_optional(st.sampled_from(["2.1.3", "1.20.0", "2.2.0-rc.1"])),
+    crossplaneVersion=_optional(st.sampled_from(["2.1.4-up.2", "1.20.5-up.1", "2.2.1-up.1"])),
     channel=_optional(st.sampled_from(["Patch", "Stable", "Rapid"])),
     **{"class": _optional(st.sampled_from(["default", "large"]))},
     source=_optional(SOURCE),

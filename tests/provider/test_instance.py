@@ -11,6 +11,7 @@ import yaml
 from kubernetes import client, config
 
 from provider.managed import meta
+from provider.spaces import desired
 from provider.spaces.backend import OWNER_NAME, OWNER_NAMESPACE
 from sandbox.spaces import condition, wait_for
 from tests.provider.conftest import SPACE_GROUP, Env
@@ -29,7 +30,7 @@ def instance(
     namespace: str,
     name: str = "myctp",
     *,
-    version: str | None = "2.1.3",
+    version: str | None = "2.1.4-up.2",
     channel: str = "Stable",
     class_: str | None = None,
     policies: list[str] | None = None,
@@ -75,17 +76,24 @@ def default_external_name(namespace: str, name: str = "myctp") -> str:
 
 
 def existing_control_plane(
-    env: Env, name: str, owner_namespace: str, class_: str | None = None
+    env: Env,
+    name: str,
+    owner_namespace: str,
+    class_: str | None = None,
+    *,
+    connection_secret: bool = False,
 ) -> None:
-    """A ControlPlane made in the Space before any Instance names it (Crossplane 1.20.1).
+    """A ControlPlane made in the Space before any Instance names it (Crossplane 2.0.2-up.3).
 
     An operator adopts it for ``<owner_namespace>/myctp`` by annotating it with its owner.
     """
     spec: dict[str, Any] = {
-        "crossplane": {"version": "1.20.1", "autoUpgrade": {"channel": "Stable"}}
+        "crossplane": {"version": "2.0.2-up.3", "autoUpgrade": {"channel": "Stable"}}
     }
     if class_:
         spec["class"] = class_
+    if connection_secret:
+        spec["writeConnectionSecretToRef"] = {"name": f"{name}-own", "namespace": SPACE_GROUP}
     env.space.create(
         "controlplanes",
         {
@@ -137,10 +145,13 @@ def test_an_instance_becomes_one_ready_control_plane_with_a_working_kubeconfig(e
     assert condition(found, "Synced")["observedGeneration"] == found["metadata"]["generation"]
     assert len(control_planes(env, external)) == 1
     control_plane = control_planes(env, external)[0]
-    assert control_plane["spec"]["crossplane"]["version"] == "2.1.3"
+    assert control_plane["spec"]["crossplane"]["version"] == "2.1.4-up.2"
     assert control_plane["spec"]["crossplane"]["autoUpgrade"] == {"channel": "Stable"}
+    assert "class" not in control_plane["spec"], "no class: the Space's default"
+    labels = control_plane["metadata"]["labels"]
+    assert (labels[desired.NAMESPACE_LABEL], labels[desired.NAME_LABEL]) == (namespace, "myctp")
     assert found["status"]["atProvider"]["id"] == control_plane["status"]["controlPlaneID"]
-    assert found["status"]["atProvider"]["crossplaneVersion"] == "2.1.3"
+    assert found["status"]["atProvider"]["crossplaneVersion"] == "2.1.4-up.2"
 
     secret = wait_for(
         "the connection secret", lambda: env.local.secret(namespace, "myctp-kubeconfig")
@@ -169,7 +180,7 @@ def test_version_channel_and_class_updates_reach_the_control_plane(env: Env) -> 
         {
             "spec": {
                 "forProvider": {
-                    "crossplane": {"version": "2.2.0", "autoUpgrade": {"channel": "Rapid"}},
+                    "crossplane": {"version": "2.2.1-up.1", "autoUpgrade": {"channel": "Rapid"}},
                     "class": "large",
                 }
             }
@@ -181,12 +192,14 @@ def test_version_channel_and_class_updates_reach_the_control_plane(env: Env) -> 
         return cp if cp["spec"].get("class") == "large" else None
 
     cp = wait_for("the ControlPlane updated", updated)
-    assert cp["spec"]["crossplane"]["version"] == "2.2.0"
+    assert cp["spec"]["crossplane"]["version"] == "2.2.1-up.1"
     assert cp["spec"]["crossplane"]["autoUpgrade"] == {"channel": "Rapid"}
     assert len(control_planes(env, default_external_name(namespace))) == 1
 
 
-def test_unset_version_and_class_are_late_initialised_from_the_control_plane(env: Env) -> None:
+def test_an_unset_class_is_late_initialised_and_the_running_version_only_reported(
+    env: Env,
+) -> None:
     namespace = fresh(env)
     external = f"{namespace}-imported"
     existing_control_plane(env, external, namespace, class_="small")
@@ -195,14 +208,16 @@ def test_unset_version_and_class_are_late_initialised_from_the_control_plane(env
         instance(namespace, version=None, annotations={"crossplane.io/external-name": external}),
     )
 
-    def late_initialised() -> dict[str, Any] | None:
-        found = get(env, namespace)
-        for_provider = (found or {}).get("spec", {}).get("forProvider", {})
-        return found if for_provider.get("class") == "small" else None
-
-    found = wait_for("late initialisation", late_initialised)
-    assert found["spec"]["forProvider"]["crossplane"]["version"] == "1.20.1"
-    assert len(control_planes(env, external)) == 1
+    found = wait_for("the adopted Instance Ready", lambda: ready(env, namespace))
+    assert found["spec"]["forProvider"]["class"] == "small"
+    # Copied into the spec it would read as where the control plane starts (or a pin).
+    assert "version" not in found["spec"]["forProvider"]["crossplane"]
+    assert found["status"]["atProvider"]["crossplaneVersion"] == "2.0.2-up.3"
+    cp = control_planes(env, external)[0]
+    assert cp["spec"]["writeConnectionSecretToRef"]["name"] == f"kubeconfig-{external}", (
+        "an adopted ControlPlane without a connection secret is given one"
+    )
+    assert env.local.secret(namespace, "myctp-kubeconfig") is not None
 
 
 def test_observe_only_on_a_missing_control_plane_is_a_reconcile_error(env: Env) -> None:
@@ -217,21 +232,24 @@ def test_observe_only_on_a_missing_control_plane_is_a_reconcile_error(env: Env) 
 def test_observe_only_on_an_existing_control_plane_fills_the_status_only(env: Env) -> None:
     namespace = fresh(env)
     external = f"{namespace}-imported"
-    existing_control_plane(env, external, namespace)
+    existing_control_plane(env, external, namespace, connection_secret=True)
     env.local.create(
         "instances",
         instance(
             namespace,
-            version="2.1.3",
+            version="2.1.4-up.2",
             policies=["Observe"],
             annotations={"crossplane.io/external-name": external},
         ),
     )
     found = wait_for("the Instance Ready", lambda: ready(env, namespace))
-    assert found["status"]["atProvider"]["crossplaneVersion"] == "1.20.1"
+    assert found["status"]["atProvider"]["crossplaneVersion"] == "2.0.2-up.3"
     cp = control_planes(env, external)[0]
-    assert cp["spec"]["crossplane"]["version"] == "1.20.1", "Observe never updates"
-    assert found["spec"]["forProvider"]["crossplane"]["version"] == "2.1.3", "nor late-initialises"
+    assert cp["spec"]["crossplane"]["version"] == "2.0.2-up.3", "Observe never updates"
+    assert cp["metadata"].get("labels") is None, "nor labels"
+    assert found["spec"]["forProvider"]["crossplane"]["version"] == "2.1.4-up.2", (
+        "nor late-initialises"
+    )
 
 
 def test_deleting_without_the_delete_policy_orphans_the_control_plane(env: Env) -> None:

@@ -21,7 +21,12 @@ from provider.managed.reconciler import Reconciler
 from provider.spaces.backend import OWNER_NAME, OWNER_NAMESPACE, SpacesConnector
 from sandbox.apiserver import APIServer, APIServerFactory, Etcd
 from sandbox.spaces import Kube, SpacesSimulator, condition, wait_for
-from tests.provider.conftest import SPACE_GROUP, connect_to_space, provider_config
+from tests.provider.conftest import (
+    SPACE_GROUP,
+    cluster_provider_config,
+    connect_to_space,
+    provider_config,
+)
 from tests.provider.test_instance import instance
 
 _names = itertools.count()
@@ -386,3 +391,60 @@ def test_a_namespaced_provider_config_whose_kubeconfig_reads_a_file_is_refused(
     synced = condition(world.local.get("instances", ns, "myctp"), "Synced")
     assert synced["status"] == "False"
     assert "kubeconfig: users[].user.tokenFile is not allowed" in synced["message"]
+
+
+# What `up ctx` writes into a context (github.com/upbound/up, internal/upbound/extension_types.go).
+UP_CTX_EXTENSION = {
+    "name": "spaces.upbound.io/space",
+    "extension": {
+        "apiVersion": "spaces.upbound.io/v1alpha1",
+        "kind": "SpaceExtension",
+        "spec": {"disconnected": {"hubContext": "kind-spaces"}},
+    },
+}
+
+
+def with_up_ctx_extensions(world: World) -> str:
+    """The Space's kubeconfig as `up ctx` would write it, base64 for a Secret's data."""
+    document = yaml.safe_load(world.space.server.kubeconfig)
+    document["contexts"][0]["context"]["extensions"] = [UP_CTX_EXTENSION]
+    document["preferences"] = {"extensions": [UP_CTX_EXTENSION]}
+    return base64.b64encode(yaml.safe_dump(document).encode()).decode()
+
+
+def test_the_operators_space_kubeconfig_may_carry_up_ctx_extensions(world: World) -> None:
+    ns = namespace(world)
+    world.local.core.create_namespaced_secret(
+        "controlplane-system",
+        {
+            "metadata": {"name": f"up-ctx-{ns}"},
+            "data": {"kubeconfig": with_up_ctx_extensions(world)},
+        },
+    )
+    config = cluster_provider_config(f"up-ctx-{ns}", f"up-ctx-{ns}")
+    world.local.create("clusterproviderconfigs", config)
+    world.local.create(
+        "instances",
+        instance(ns, provider_config={"kind": "ClusterProviderConfig", "name": f"up-ctx-{ns}"}),
+    )
+
+    found = settled(world, ns)
+
+    assert condition(found, "Synced")["status"] == "True"
+
+
+def test_a_teams_space_kubeconfig_with_extensions_is_refused_naming_them(world: World) -> None:
+    ns = namespace(world)
+    world.local.core.create_namespaced_secret(
+        ns, {"metadata": {"name": "space"}, "data": {"kubeconfig": with_up_ctx_extensions(world)}}
+    )
+    world.local.create("providerconfigs", provider_config("own", ns, "space"))
+    world.local.create(
+        "instances", instance(ns, provider_config={"kind": "ProviderConfig", "name": "own"})
+    )
+
+    reconcile(world, ns, "myctp")
+
+    synced = condition(world.local.get("instances", ns, "myctp"), "Synced")
+    assert synced["status"] == "False"
+    assert "kubeconfig: contexts[].context.extensions is not allowed" in synced["message"]

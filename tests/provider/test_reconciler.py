@@ -638,6 +638,31 @@ CASES = [
         not_called=("external.observe", "api.update_status"),
     ),
     ReconcileCase(
+        reason="a backend refusing the resource is Synced=False in its words, beside its Ready",
+        managed=managed(),
+        observation=Observation(
+            exists=True,
+            up_to_date=True,
+            ready=conditions.unavailable("not yet"),
+            refused="the Space refused the ControlPlane: class small is unknown",
+        ),
+        result=Result(requeue_after=POLL),
+        synced=("ReconcileError", "the Space refused the ControlPlane: class small is unknown"),
+        ready="Unavailable",
+        not_called=("external.update",),
+    ),
+    ReconcileCase(
+        reason="a refused resource is still updated, since a corrected spec is the cure",
+        managed=managed(),
+        observation=Observation(
+            exists=True, up_to_date=False, ready=conditions.available(), refused="refused: x"
+        ),
+        result=Result(requeue_after=POLL),
+        synced=("ReconcileError", "refused: x"),
+        ready="Available",
+        called=("external.update",),
+    ),
+    ReconcileCase(
         reason="a conflict writing the status is retried",
         managed=managed(),
         conflict_on=frozenset({"api.update_status"}),

@@ -133,6 +133,79 @@ def test_a_kubeconfig_with_a_field_outside_the_allow_list_is_refused_naming_it(
         assert secret not in str(raised.value), case.reason
 
 
+# What `up ctx` writes into a context (github.com/upbound/up, internal/upbound/extension_types.go).
+SPACE_EXTENSION = {
+    "name": "spaces.upbound.io/space",
+    "extension": {
+        "apiVersion": "upbound.io/v1alpha1",
+        "kind": "SpaceExtension",
+        "spec": {"cloud": {"organization": "acme", "space": "upbound-aws-us-east-1"}},
+    },
+}
+
+
+def with_extensions() -> dict[str, Any]:
+    """A kubeconfig with extensions wherever a kubeconfig may carry them."""
+    document = config(
+        cluster={
+            "server": "https://127.0.0.1:6443",
+            "certificate-authority-data": CA,
+            "extensions": [SPACE_EXTENSION],
+        },
+        user={"token": "t0k3n", "extensions": [SPACE_EXTENSION]},
+        preferences={"extensions": [SPACE_EXTENSION]},
+        extensions=[SPACE_EXTENSION],
+    )
+    document["contexts"][0]["context"]["extensions"] = [SPACE_EXTENSION]
+    return document
+
+
+@dataclass
+class ExtensionCase:
+    reason: str
+    document: dict[str, Any]
+    named: str
+
+
+OPERATOR_REFUSED = [
+    ExtensionCase(
+        "an exec plugin is refused even beside extensions",
+        {**with_extensions(), "users": [{"name": "u", "user": {"exec": {"command": "id"}}}]},
+        "users[].user.exec",
+    ),
+    ExtensionCase(
+        "a tokenFile is refused even beside extensions",
+        {**with_extensions(), "users": [{"name": "u", "user": {"tokenFile": "/etc/passwd"}}]},
+        "users[].user.tokenFile",
+    ),
+    ExtensionCase(
+        "an http server is refused even beside extensions",
+        {**with_extensions(), "clusters": [{"name": "c", "cluster": {"server": "http://h"}}]},
+        "server must be an https URL",
+    ),
+]
+
+
+def test_an_operators_kubeconfig_with_extensions_gives_its_server_and_credentials() -> None:
+    parsed = kubeconfig.parse(with_extensions(), ignore_extensions=True)
+    assert parsed == kubeconfig.parse(config())
+
+
+def test_a_teams_kubeconfig_with_extensions_is_still_refused_naming_them() -> None:
+    with pytest.raises(kubeconfig.KubeconfigError) as raised:
+        kubeconfig.parse(with_extensions())
+    for field in ("extensions", "contexts[].context.extensions", "users[].user.extensions"):
+        assert f"kubeconfig: {field} is not allowed" in str(raised.value)
+
+
+@pytest.mark.parametrize("case", OPERATOR_REFUSED, ids=lambda c: c.reason)
+def test_an_operators_kubeconfig_keeps_every_other_refusal(case: ExtensionCase) -> None:
+    with pytest.raises(kubeconfig.KubeconfigError) as raised:
+        kubeconfig.parse(case.document, ignore_extensions=True)
+    assert case.named in str(raised.value), case.reason
+    assert "/etc/passwd" not in str(raised.value)
+
+
 def test_the_allow_listed_fields_give_the_server_and_inline_credentials() -> None:
     parsed = kubeconfig.parse(config())
     assert parsed.server == "https://127.0.0.1:6443"

@@ -33,6 +33,8 @@ def test_a_controlplane_becomes_ready_with_its_instance_and_git_source_synced(
     for type_ in ("InstanceReady", "SourceSynced", "BackupsReady", "Ready", "Synced"):
         assert is_true(team.composite, type_), (type_, status.get("conditions"))
     assert status["instance"]["ready"] is True
+    # No version asked for: the Space's Stable release, as the Instance observed it.
+    assert status["instance"]["crossplaneVersion"] == "2.1.4-up.2"
     assert status["instance"]["kubeconfigSecretRef"] == {
         "name": f"{team.name}-kubeconfig",
         "key": "kubeconfig",
