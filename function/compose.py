@@ -35,8 +35,8 @@ BACKUP_BUCKET = "backup-bucket"
 
 # (used, user): the user must be deleted before what it uses. The schedule's final
 # Backup needs the Instance, the role with its policy, and (when it is not retained)
-# the bucket.
-# Every Kustomization (one per stage) uses the Instance as well.
+# the bucket. Every Kustomization (one per stage) uses the Instance as well: those
+# pairs are added as the stages are composed.
 DEPENDENCIES = (
     (INSTANCE, BACKUP_SCHEDULE),
     (BACKUP_ROLE, BACKUP_SCHEDULE),
@@ -232,7 +232,11 @@ class _Composition:
         )
 
     def _variables(self, source: model.Source) -> dict[str, str]:
-        """The platform's variables, then the input's, then the team's (names never shared)."""
+        """The function's variables, the input's and the team's.
+
+        ``model.check_allowed`` has refused a team variable of a platform name, so
+        none overrides another.
+        """
         names = self.target.names
         variables = {
             model.CONTROLPLANE_NAME: names.composite,
@@ -253,10 +257,12 @@ class _Composition:
             "ready": self._ready(GIT_REPOSITORY) and all(self._ready(r) for r in resources)
         }
         artifact = self._observed_value(GIT_REPOSITORY, "status", "artifact", "revision")
-        applied = (self._observed_value(r, "status", "lastAppliedRevision") for r in resources)
-        revision = _first(*reversed(list(applied)), artifact)
+        # The last stage's revision is the one applied all the way through.
+        applied = [self._observed_value(r, "status", "lastAppliedRevision") for r in resources]
+        revision = _first(*reversed(applied), artifact)
         if revision:
             status["revision"] = revision
+        # The first stage is the first to try a new revision.
         attempted = _first(
             *(self._observed_value(r, "status", "lastAttemptedRevision") for r in resources),
             artifact,

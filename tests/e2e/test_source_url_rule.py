@@ -231,6 +231,12 @@ STAGE_RULE_CASES = [
         "spec.source.stages[1].dependsOn[0]",
     ),
     StageRuleCase(
+        "A stage timeout under a second.",
+        _stages({"name": "a", "path": "./a", "timeout": "500ms"}),
+        "spec.source.stages[].timeout must be at least 1s",
+        "spec.source.stages[0].timeout",
+    ),
+    StageRuleCase(
         "A health check without a current expression.",
         _stages(
             {
