@@ -180,6 +180,25 @@ def test_every_object_rendered_from_a_valid_spec_validates_against_the_upstream_
         assert schemas.problems(obj) == []
 
 
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(stages=STAGES, name=NAME, namespace=NAMESPACE)
+def test_each_stage_waits_only_for_kustomizations_composed_before_it(
+    stages: list[dict[str, Any]], name: str, namespace: str
+) -> None:
+    xr = b.composite({"source": {**b.SOURCE, "stages": stages}}, name=name, namespace=namespace)
+    instance = b.ready()
+    instance["metadata"] = {"annotations": {b.COMPOSITION_RESOURCE_NAME: "instance"}}
+    objects = render(xr, b.example_input(), [instance])
+    kustomizations = [obj for obj in objects if obj.get("kind") == "Kustomization"]
+    assert len(kustomizations) == len(stages)
+    earlier: set[str] = set()
+    for kustomization in kustomizations:
+        needed = {ref["name"] for ref in kustomization["spec"].get("dependsOn", [])}
+        assert needed <= earlier, (needed, earlier)
+        earlier.add(kustomization["metadata"]["name"])
+    assert len(earlier) == len(stages), "two stages share a Kustomization"
+
+
 def _input_allowing_any_bucket_and_http() -> dict[str, Any]:
     """The example input opened up: what the allow-lists refuse is a property of its own."""
     function_input = b.example_input()
