@@ -189,10 +189,15 @@ def test_each_stage_waits_only_for_kustomizations_composed_before_it(
     instance = b.ready()
     instance["metadata"] = {"annotations": {b.COMPOSITION_RESOURCE_NAME: "instance"}}
     objects = render(xr, b.example_input(), [instance])
-    kustomizations = [obj for obj in objects if obj.get("kind") == "Kustomization"]
-    assert len(kustomizations) == len(stages)
+    by_resource = {
+        obj["metadata"]["annotations"][b.COMPOSITION_RESOURCE_NAME]: obj
+        for obj in objects[1:]
+        if obj["kind"] == "Kustomization"
+    }
+    assert len(by_resource) == len(stages)
     earlier: set[str] = set()
-    for kustomization in kustomizations:
+    for stage in stages:
+        kustomization = by_resource[f"kustomization-{stage['name']}"]
         needed = {ref["name"] for ref in kustomization["spec"].get("dependsOn", [])}
         assert needed <= earlier, (needed, earlier)
         earlier.add(kustomization["metadata"]["name"])
