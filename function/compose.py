@@ -35,9 +35,9 @@ BACKUP_BUCKET = "backup-bucket"
 
 # (used, user): the user must be deleted before what it uses. The schedule's final
 # Backup needs the Instance, the role with its policy, and (when it is not retained)
-# the bucket.
+# the bucket. Every Kustomization (one per stage) uses the Instance as well: those
+# pairs are added as the stages are composed.
 DEPENDENCIES = (
-    (INSTANCE, KUSTOMIZATION),
     (INSTANCE, BACKUP_SCHEDULE),
     (BACKUP_ROLE, BACKUP_SCHEDULE),
     (BACKUP_POLICY, BACKUP_SCHEDULE),
@@ -49,6 +49,7 @@ INSTANCE_READY = "InstanceReady"
 SOURCE_SYNCED = "SourceSynced"
 BACKUPS_READY = "BackupsReady"
 NOT_CONFIGURED = "NotConfigured"
+PROGRESSING = "Progressing"
 WAITING_FOR_INSTANCE = "WaitingForInstance"
 WAITING_FOR_ROLE_ARN = "WaitingForRoleArn"
 
@@ -59,6 +60,15 @@ class Desired:
 
     body: dict[str, Any]
     ready: bool
+
+
+@dataclass(frozen=True)
+class BackupLocation:
+    """Where one composite's backups are written, and the AWS names of its own resources."""
+
+    bucket: str
+    region: str
+    aws: AwsNames
 
 
 @dataclass(frozen=True)
@@ -119,6 +129,8 @@ class _Composition:
         self.status: dict[str, Any] = {}
         self.conditions: list[Condition] = []
         self.awaiting = False
+        # The composition resource names of the Kustomizations composed, in stage order.
+        self.kustomizations: list[str] = []
 
     def outcome(self) -> Outcome:
         self._instance()
@@ -186,54 +198,137 @@ class _Composition:
             )
             return
         self.desired[GIT_REPOSITORY] = flux.git_repository(self.target, source)
-        # Compose the Kustomization once the kubeconfig exists; never withdraw
-        # it again when the instance's readiness flickers.
-        if self._ready(INSTANCE) or KUSTOMIZATION in self.observed:
-            self.desired[KUSTOMIZATION] = flux.kustomization(self.target, source)
-        else:
-            self.awaiting = True
-        synced = self._ready(GIT_REPOSITORY) and self._ready(KUSTOMIZATION)
-        status: dict[str, Any] = {"ready": synced}
-        revision = _first(
-            self._observed_value(KUSTOMIZATION, "status", "lastAppliedRevision"),
-            self._observed_value(GIT_REPOSITORY, "status", "artifact", "revision"),
+        variables = self._variables(source)
+        stages = self._stages(source)
+        for resource, stage in stages:
+            # Compose a stage's Kustomization once the kubeconfig exists; never
+            # withdraw it again when the instance's readiness flickers.
+            if self._ready(INSTANCE) or resource in self.observed:
+                self.desired[resource] = flux.kustomization(self.target, source, stage, variables)
+                self.kustomizations.append(resource)
+            else:
+                self.awaiting = True
+        self.status["source"] = self._source_status(source, stages)
+        self.conditions.append(self._source_synced(stages))
+
+    def _stages(self, source: model.Source) -> tuple[tuple[str, flux.Stage], ...]:
+        """(composition resource name, stage) of each Kustomization, in the source's order.
+
+        Without ``stages`` the one Kustomization keeps the names it always had.
+        """
+        names = self.target.names
+        if source.stages is None:
+            return ((KUSTOMIZATION, flux.Stage(names.instance, source.path, source.timeout)),)
+        return tuple(
+            (
+                f"{KUSTOMIZATION}-{stage.name}",
+                flux.Stage(
+                    names.stage(stage.name),
+                    stage.path,
+                    stage.timeout or source.timeout,
+                    tuple(names.stage(needed) for needed in stage.depends_on),
+                    stage.health_check_exprs,
+                ),
+            )
+            for stage in source.stages
         )
+
+    def _variables(self, source: model.Source) -> dict[str, str]:
+        """The function's variables, the input's and the team's.
+
+        ``model.check_allowed`` has refused a team variable of a platform name, so
+        none overrides another.
+        """
+        names = self.target.names
+        variables = {
+            model.CONTROLPLANE_NAME: names.composite,
+            model.CONTROLPLANE_NAMESPACE: names.namespace,
+        }
+        location = self._backup_location()
+        if location is not None:
+            variables[model.BACKUP_BUCKET] = location.bucket
+            variables[model.BACKUP_PREFIX] = names.backup_prefix
+            variables[model.BACKUP_REGION] = location.region
+        return variables | self.target.settings.source.variables | source.substitute
+
+    def _source_status(
+        self, source: model.Source, stages: tuple[tuple[str, flux.Stage], ...]
+    ) -> dict[str, Any]:
+        resources = [resource for resource, _ in stages]
+        status: dict[str, Any] = {
+            "ready": self._ready(GIT_REPOSITORY) and all(self._ready(r) for r in resources)
+        }
+        artifact = self._observed_value(GIT_REPOSITORY, "status", "artifact", "revision")
+        # The last stage's revision is the one applied all the way through.
+        applied = [self._observed_value(r, "status", "lastAppliedRevision") for r in resources]
+        revision = _first(*reversed(applied), artifact)
         if revision:
             status["revision"] = revision
-        self.status["source"] = status
-        if KUSTOMIZATION not in self.desired:
-            self.conditions.append(
-                Condition(
+        # The first stage is the first to try a new revision.
+        attempted = _first(
+            *(self._observed_value(r, "status", "lastAttemptedRevision") for r in resources),
+            artifact,
+        )
+        if attempted:
+            status["lastAttemptedRevision"] = attempted
+        if source.stages is not None:
+            status["stages"] = [
+                self._stage_status(stage.name, resource)
+                for stage, (resource, _) in zip(source.stages, stages, strict=True)
+            ]
+        return status
+
+    def _stage_status(self, name: str, resource: str) -> dict[str, Any]:
+        seen = self.observed.get(resource)
+        return {
+            "name": name,
+            "ready": self._ready(resource),
+            "revision": str(self._observed_value(resource, "status", "lastAppliedRevision") or ""),
+            "message": seen.ready.message if seen is not None else "",
+        }
+
+    def _source_synced(self, stages: tuple[tuple[str, flux.Stage], ...]) -> Condition:
+        """True when the source is fetched and every stage is Ready at its revision.
+
+        Otherwise the first part that is not, in Flux's words.
+        """
+        resources = tuple(resource for resource, _ in stages)
+        if any(resource not in self.desired for resource in resources):
+            return Condition(
+                SOURCE_SYNCED,
+                "False",
+                WAITING_FOR_INSTANCE,
+                "the Kustomizations are composed once the Instance is ready"
+                if len(resources) > 1
+                else "the Kustomization is composed once the Instance is ready",
+            )
+        summary = self._summary(SOURCE_SYNCED, (GIT_REPOSITORY, *resources))
+        if summary.status != "True":
+            return summary
+        current = self._observed_value(GIT_REPOSITORY, "status", "artifact", "revision")
+        for resource, stage in stages:
+            applied = self._observed_value(resource, "status", "lastAppliedRevision")
+            if current and applied != current:
+                message = self.observed[resource].ready.message or "applying"
+                return Condition(
                     SOURCE_SYNCED,
                     "False",
-                    WAITING_FOR_INSTANCE,
-                    "the Kustomization is composed once the Instance is ready",
+                    PROGRESSING,
+                    f"Kustomization {stage.name}: {message}; the source is at {current}",
                 )
-            )
-        else:
-            self.conditions.append(self._summary(SOURCE_SYNCED, (GIT_REPOSITORY, KUSTOMIZATION)))
+        return summary
 
     def _backup(self) -> None:
         backup = self.spec.backup
         settings = self.target.settings.backup
-        if backup is None or settings is None:
+        location = self._backup_location()
+        if backup is None or settings is None or location is None:
             self.conditions.append(
                 Condition(BACKUPS_READY, "True", NOT_CONFIGURED, "spec.backup is not set")
             )
             return
         names = self.target.names
-        region = backup.bucket.region or self.target.settings.aws.region
-        aws = AwsNames.kept(
-            settings.bucket_name_prefix,
-            names.namespace,
-            names.composite,
-            ObservedAwsNames(
-                role=self._external_name(BACKUP_ROLE),
-                policy=self._external_name(BACKUP_POLICY),
-                bucket=self._external_name(BACKUP_BUCKET),
-            ),
-        )
-        bucket = backup.bucket.name or aws.bucket
+        bucket, region, aws = location.bucket, location.region, location.aws
         ttl = backup.ttl or settings.defaults.ttl
         if backup.bucket.name is None:
             self.desired.update(
@@ -294,8 +389,32 @@ class _Composition:
         else:
             self.conditions.append(self._summary(BACKUPS_READY, parts))
 
+    def _backup_location(self) -> BackupLocation | None:
+        """Where the backups go; None without spec.backup."""
+        backup = self.spec.backup
+        settings = self.target.settings.backup
+        if backup is None or settings is None:
+            return None
+        names = self.target.names
+        aws = AwsNames.kept(
+            settings.bucket_name_prefix,
+            names.namespace,
+            names.composite,
+            ObservedAwsNames(
+                role=self._external_name(BACKUP_ROLE),
+                policy=self._external_name(BACKUP_POLICY),
+                bucket=self._external_name(BACKUP_BUCKET),
+            ),
+        )
+        return BackupLocation(
+            bucket=backup.bucket.name or aws.bucket,
+            region=backup.bucket.region or self.target.settings.aws.region,
+            aws=aws,
+        )
+
     def _usages(self) -> None:
-        for used, user in DEPENDENCIES:
+        kustomizations = tuple((INSTANCE, resource) for resource in self.kustomizations)
+        for used, user in (*kustomizations, *DEPENDENCIES):
             if used in self.desired and user in self.desired:
                 self.desired[f"usage-{used}-by-{user}"] = usage.usage(
                     self.target, used, self.desired[used], user, self.desired[user]

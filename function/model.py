@@ -18,6 +18,7 @@ from pydantic import (
     Field,
     StrictBool,
     ValidationError,
+    field_validator,
     model_validator,
 )
 from pydantic.alias_generators import to_camel
@@ -27,6 +28,24 @@ from function import allowlists, rules
 INPUT_API_VERSION = "controlplane.fn.acme.io/v1beta1"
 INPUT_KIND = "Input"
 MINIMUM_SYNC_INTERVAL = timedelta(seconds=10)
+# Each stage is a Kustomization reconciled on every interval: a bound keeps one
+# composite from loading Flux without limit.
+MAX_STAGES = 8
+MAX_EXPRESSION_LENGTH = 4096
+
+# The platform variables the function sets in every Kustomization's postBuild.substitute.
+CONTROLPLANE_NAME = "CONTROLPLANE_NAME"
+CONTROLPLANE_NAMESPACE = "CONTROLPLANE_NAMESPACE"
+BACKUP_BUCKET = "BACKUP_BUCKET"
+BACKUP_PREFIX = "BACKUP_PREFIX"
+BACKUP_REGION = "BACKUP_REGION"
+FUNCTION_VARIABLES = (
+    CONTROLPLANE_NAME,
+    CONTROLPLANE_NAMESPACE,
+    BACKUP_BUCKET,
+    BACKUP_PREFIX,
+    BACKUP_REGION,
+)
 
 
 class _Strict(BaseModel):
@@ -73,6 +92,20 @@ def _arn(text: str) -> str:
     return rules.check_pattern(text, rules.ARN, "an AWS ARN", 2048)
 
 
+def _api_version(text: str) -> str:
+    return rules.check_pattern(text, rules.API_VERSION, "an apiVersion such as example.org/v1", 316)
+
+
+def _kind(text: str) -> str:
+    return rules.check_pattern(text, rules.KIND, "a kind such as Provider (CamelCase)", 63)
+
+
+def _variable_name(text: str) -> str:
+    return rules.check_pattern(
+        text, rules.VARIABLE_NAME, "a variable name of letters, digits and _", 253
+    )
+
+
 Duration = Annotated[str, AfterValidator(_positive_duration)]
 SyncInterval = Annotated[str, AfterValidator(_sync_interval)]
 Timeout = Annotated[str, AfterValidator(_timeout)]
@@ -94,6 +127,10 @@ Region = Annotated[str, AfterValidator(_region)]
 Version = Annotated[str, AfterValidator(_semver)]
 Arn = Annotated[str, AfterValidator(_arn)]
 Cron = Annotated[str, AfterValidator(rules.check_cron)]
+ApiVersion = Annotated[str, AfterValidator(_api_version)]
+Kind = Annotated[str, AfterValidator(_kind)]
+CelExpression = Annotated[str, Field(min_length=1, max_length=MAX_EXPRESSION_LENGTH)]
+VariableName = Annotated[str, AfterValidator(_variable_name)]
 GitUrl = Annotated[str, AfterValidator(rules.check_git_url)]
 
 
@@ -139,17 +176,58 @@ class LocalSecretRef(_Strict):
     name: KubernetesName
 
 
+class HealthCheckExpr(_Strict):
+    """A Flux health check of one kind: CEL expressions over the object."""
+
+    api_version: ApiVersion
+    kind: Kind
+    current: CelExpression
+    failed: CelExpression | None = None
+    in_progress: CelExpression | None = None
+
+
+class Stage(_Strict):
+    """One Kustomization of a staged source, applied after the stages it depends on."""
+
+    name: KubernetesLabel
+    path: Annotated[str, Field(min_length=1, max_length=1024)]
+    timeout: Duration | None = None
+    depends_on: Annotated[tuple[KubernetesLabel, ...], Field(max_length=MAX_STAGES)] = ()
+    health_check_exprs: Annotated[tuple[HealthCheckExpr, ...], Field(max_length=16)] = ()
+
+
+class SubstituteReference(_Strict):
+    """A ConfigMap or Secret in the composite's namespace whose keys are variables."""
+
+    kind: Literal["ConfigMap", "Secret"]
+    name: KubernetesName
+    optional: bool = False
+
+
+class Decryption(_Strict):
+    """SOPS decryption with the (age) keys of a Secret in the composite's namespace."""
+
+    secret_ref: LocalSecretRef
+
+
 class Source(_Strict):
-    """The git sync: a Flux GitRepository and Kustomization."""
+    """The git sync: a Flux GitRepository and one Kustomization per stage."""
 
     url: GitUrl
     ref: GitRef = GitRef(branch="main")
     path: str = "./"
+    stages: Annotated[tuple[Stage, ...], Field(min_length=1, max_length=MAX_STAGES)] | None = None
     interval: SyncInterval = "1m"
     timeout: Timeout = "5m"
     secret_ref: LocalSecretRef | None = None
     prune: bool = True
     suspend: bool = False
+    substitute: Annotated[dict[VariableName, str], Field(max_length=64)] = Field(
+        default_factory=dict
+    )
+    substitute_from: Annotated[tuple[SubstituteReference, ...], Field(max_length=8)] = ()
+    decryption: Decryption | None = None
+    force: bool = False
 
 
 class BucketRef(_Strict):
@@ -303,11 +381,30 @@ class BackupSettings(_Strict):
 
 
 class SourceSettings(_Strict):
-    """Which git URLs a composite's spec.source may name (see ``function.allowlists``)."""
+    """What the platform allows and adds to every composite's spec.source.
+
+    Which git URLs it may name (see ``function.allowlists``), the platform's
+    own variables and health checks.
+    """
 
     allowed_hosts: tuple[HostPattern, ...] = (allowlists.ANY_PUBLIC_HOST,)
     # A security switch: on only for the boolean true, never for a string such as "yes".
     allow_http: StrictBool = Field(default=False, alias="allowHTTP")
+    # Platform variables of the operator's own, beside the function's.
+    variables: Annotated[dict[VariableName, str], Field(max_length=64)] = Field(
+        default_factory=dict
+    )
+    # Health checks added to the Crossplane-aware defaults of every Kustomization.
+    health_check_exprs: Annotated[tuple[HealthCheckExpr, ...], Field(max_length=64)] = ()
+
+    @field_validator("variables")
+    @classmethod
+    def _no_function_variable(cls, variables: dict[str, str]) -> dict[str, str]:
+        taken = sorted(set(variables) & set(FUNCTION_VARIABLES))
+        if taken:
+            msg = f"{', '.join(taken)} is set by the function itself"
+            raise ValueError(msg)
+        return variables
 
 
 class LegacySettings(_Strict):
@@ -359,9 +456,35 @@ def parse_spec(spec: Any) -> ControlPlaneSpec:
         msg = "spec: must be an object"
         raise InvalidError(msg)
     try:
-        return ControlPlaneSpec.model_validate(spec, by_alias=True)
+        parsed = ControlPlaneSpec.model_validate(spec, by_alias=True)
     except ValidationError as error:
         raise InvalidError(describe(error, "spec")) from None
+    if parsed.source is not None and parsed.source.stages is not None:
+        _check_stage_order(parsed.source.stages)
+    return parsed
+
+
+def _check_stage_order(stages: tuple[Stage, ...]) -> None:
+    """Stage names are unique and each stage depends only on earlier ones (so no cycles).
+
+    Raises:
+        InvalidError: naming the first offending field path.
+    """
+    earlier: set[str] = set()
+    for index, stage in enumerate(stages):
+        path = f"spec.source.stages[{index}]"
+        if stage.name in earlier:
+            msg = f"{path}.name: {stage.name!r} names an earlier stage too; stage names are unique"
+            raise InvalidError(msg)
+        for position, needed in enumerate(stage.depends_on):
+            if needed not in earlier:
+                what = "itself" if needed == stage.name else "no earlier stage"
+                msg = (
+                    f"{path}.dependsOn[{position}]: {needed!r} names {what}; "
+                    "a stage depends only on stages listed before it"
+                )
+                raise InvalidError(msg)
+        earlier.add(stage.name)
 
 
 def parse_input(raw: Any) -> Input:
@@ -384,6 +507,22 @@ def parse_input(raw: Any) -> Input:
         raise InvalidError(describe(error, "input")) from None
 
 
+def _check_team_variables(source: Source, settings: Input) -> None:
+    """A team's variable may not shadow a platform variable.
+
+    Raises:
+        InvalidError: naming the field of the first such variable.
+    """
+    platform = set(FUNCTION_VARIABLES) | set(settings.source.variables)
+    for name in sorted(source.substitute):
+        if name in platform:
+            msg = (
+                f"spec.source.substitute.{name}: is a platform variable, set by the platform; "
+                "choose another name"
+            )
+            raise InvalidError(msg)
+
+
 BUCKET_NOT_ALLOWED = (
     "spec.backup.bucket.name: must be an existing bucket the function input's "
     "backup.allowedBuckets allows (none unless the operator lists them); "
@@ -392,14 +531,19 @@ BUCKET_NOT_ALLOWED = (
 
 
 def check_allowed(spec: ControlPlaneSpec, settings: Input) -> None:
-    """Hold a parsed spec to the input's allow-lists of existing buckets and git hosts.
+    """Hold a parsed spec to the input's allow-lists and its platform variables.
+
+    Existing buckets and git hosts must be allowed; a team variable may not
+    take a platform variable's name.
 
     Neither message quotes the operator's patterns, nor the URL, which may hold a user name.
 
     Raises:
-        InvalidError: the spec names a bucket or a git URL the input does not allow.
+        InvalidError: the spec names a bucket or a git URL the input does not allow,
+            or a platform variable.
     """
     if spec.source is not None:
+        _check_team_variables(spec.source, settings)
         try:
             allowlists.check_source_url(
                 spec.source.url,

@@ -154,6 +154,10 @@ class Names:
             backup_prefix=f"{namespace}/{composite}/",
         )
 
+    def stage(self, stage: str) -> str:
+        """The Kustomization of one stage of the sync: ``<composite>-<stage>``."""
+        return _child(self.composite, f"-{stage}")
+
     def usage(self, of: str, by: str) -> str:
         """The Usage that keeps ``of`` until ``by`` is gone."""
         return _child(self.composite, f"-{of}-used-by-{by}")

@@ -22,6 +22,13 @@ DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*
 S3_BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
 AWS_REGION = re.compile(r"[a-z]{2}(-[a-z]+)+-\d")
 SEMVER = re.compile(r"\d+\.\d+\.\d+(-[0-9A-Za-z.-]+)?")
+# A Kubernetes apiVersion (group/version, or a core version alone), a kind, and a
+# variable name as Flux's postBuild substitution accepts it.
+API_VERSION = re.compile(
+    r"([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?v[0-9][a-z0-9]*"
+)
+KIND = re.compile(r"[A-Z][A-Za-z0-9]*")
+VARIABLE_NAME = re.compile(r"[_a-zA-Z][_a-zA-Z0-9]*")
 ARN = re.compile(r"arn:aws[a-z-]*:[a-z0-9-]+:[a-z0-9-]*:\d{0,12}:.+")
 
 GIT_URL_SCHEMES = ("http", "https", "ssh")

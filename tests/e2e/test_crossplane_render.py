@@ -55,6 +55,7 @@ def test_every_scenario_of_the_issue_has_an_example_with_both_observed_steps() -
     assert folders == {
         "minimal",
         "git-source",
+        "staged-source",
         "backup-dedicated-bucket",
         "backup-existing-bucket",
         "restore",
@@ -138,6 +139,21 @@ XRD_RULE_CASES = [
         "spec.source.url",
     ),
     XrdRuleCase("The XRD refuses an unknown channel.", {"channel": "Beta"}, "spec.channel"),
+    XrdRuleCase(
+        "The XRD refuses two stages of one name, as the function does.",
+        {
+            "source": {
+                "url": "https://x.example/r",
+                "stages": [{"name": "a", "path": "./a"}, {"name": "a", "path": "./b"}],
+            }
+        },
+        "spec.source.stages must have unique names",
+    ),
+    XrdRuleCase(
+        "The XRD refuses a team variable of a platform variable's name, as the function does.",
+        {"source": {"url": "https://x.example/r", "substitute": {"CONTROLPLANE_NAME": "x"}}},
+        "spec.source.substitute must not set a platform variable",
+    ),
     XrdRuleCase(
         "The XRD refuses a password in the URL, as the function does.",
         {"source": {"url": "https://alice:s3cr3t-pa55@github.com/acmeorg/x"}},

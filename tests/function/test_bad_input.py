@@ -40,6 +40,10 @@ def _input(**changes: Any) -> dict[str, Any]:
     return data
 
 
+def _staged(*stages: dict[str, Any]) -> dict[str, Any]:
+    return {"source": {**b.SOURCE, "stages": list(stages)}}
+
+
 BAD_CASES = [
     BadCase(
         "A file:// URL is refused: only http, https and ssh reach a git server.",
@@ -299,6 +303,124 @@ BAD_CASES = [
         {"backup": {}},
         ("input.backup", "required when spec.backup is set"),
         function_input=_input(backup=None),
+    ),
+    BadCase(
+        "A stage name that is no DNS label is refused.",
+        _staged({"name": "Packages", "path": "./p"}),
+        ("spec.source.stages[0].name", "a lowercase DNS label", "'Packages'"),
+    ),
+    BadCase(
+        "Two stages of one name are refused.",
+        _staged({"name": "a", "path": "./a"}, {"name": "a", "path": "./b"}),
+        ("spec.source.stages[1].name", "stage names are unique"),
+    ),
+    BadCase(
+        "A stage depending on a stage that does not exist is refused.",
+        _staged({"name": "a", "path": "./a"}, {"name": "b", "path": "./b", "dependsOn": ["x"]}),
+        ("spec.source.stages[1].dependsOn[0]", "'x' names no earlier stage"),
+    ),
+    BadCase(
+        "A stage depending on a later stage is refused, so there is never a cycle.",
+        _staged({"name": "a", "path": "./a", "dependsOn": ["b"]}, {"name": "b", "path": "./b"}),
+        ("spec.source.stages[0].dependsOn[0]", "only on stages listed before it"),
+    ),
+    BadCase(
+        "A stage depending on itself is refused.",
+        _staged(
+            {"name": "a", "path": "./a"}, {"name": "b", "path": "./b", "dependsOn": ["a", "b"]}
+        ),
+        ("spec.source.stages[1].dependsOn[1]", "'b' names itself"),
+    ),
+    BadCase(
+        "More than eight stages are refused.",
+        _staged(*({"name": f"s{i}", "path": f"./{i}"} for i in range(9))),
+        ("spec.source.stages", "at most 8 items"),
+    ),
+    BadCase(
+        "An empty list of stages is refused: leave stages out for one.",
+        _staged(),
+        ("spec.source.stages", "at least 1 item"),
+    ),
+    BadCase(
+        "A stage without a path is refused.",
+        _staged({"name": "a"}),
+        ("spec.source.stages[0].path", "is required"),
+    ),
+    BadCase(
+        "A health check without a current expression is refused.",
+        _staged(
+            {
+                "name": "a",
+                "path": "./a",
+                "healthCheckExprs": [{"apiVersion": "x.io/v1", "kind": "T"}],
+            }
+        ),
+        ("spec.source.stages[0].healthCheckExprs[0].current", "is required"),
+    ),
+    BadCase(
+        "A health check whose kind is no kind is refused.",
+        _staged(
+            {
+                "name": "a",
+                "path": "./a",
+                "healthCheckExprs": [{"apiVersion": "x.io/v1", "kind": "thing", "current": "true"}],
+            }
+        ),
+        ("spec.source.stages[0].healthCheckExprs[0].kind", "a kind such as Provider"),
+    ),
+    BadCase(
+        "A health check whose apiVersion has no version is refused.",
+        _staged(
+            {
+                "name": "a",
+                "path": "./a",
+                "healthCheckExprs": [{"apiVersion": "x.io", "kind": "T", "current": "true"}],
+            }
+        ),
+        ("spec.source.stages[0].healthCheckExprs[0].apiVersion", "an apiVersion"),
+    ),
+    BadCase(
+        "A team variable named like a platform variable is refused.",
+        {"source": {**b.SOURCE, "substitute": {"CONTROLPLANE_NAME": "other"}}},
+        ("spec.source.substitute.CONTROLPLANE_NAME", "is a platform variable"),
+    ),
+    BadCase(
+        "A backup variable is the platform's even without spec.backup.",
+        {"source": {**b.SOURCE, "substitute": {"BACKUP_BUCKET": "mine"}}},
+        ("spec.source.substitute.BACKUP_BUCKET", "is a platform variable"),
+    ),
+    BadCase(
+        "A team variable named like one of the input's variables is refused.",
+        {"source": {**b.SOURCE, "substitute": {"REGION": "eu"}}},
+        ("spec.source.substitute.REGION", "is a platform variable"),
+        function_input=_input(source__variables={"REGION": "us"}),
+    ),
+    BadCase(
+        "A variable name Flux cannot substitute is refused.",
+        {"source": {**b.SOURCE, "substitute": {"MY-VAR": "x"}}},
+        ("spec.source.substitute", "a variable name of letters, digits and _"),
+    ),
+    BadCase(
+        "substituteFrom names only ConfigMaps and Secrets.",
+        {"source": {**b.SOURCE, "substituteFrom": [{"kind": "Pod", "name": "x"}]}},
+        ("spec.source.substituteFrom[0].kind", "'ConfigMap' or 'Secret'"),
+    ),
+    BadCase(
+        "decryption needs the Secret with the keys.",
+        {"source": {**b.SOURCE, "decryption": {}}},
+        ("spec.source.decryption.secretRef", "is required"),
+    ),
+    BadCase(
+        "The input may not set a variable the function sets itself.",
+        {"source": b.SOURCE},
+        ("input.source.variables", "CONTROLPLANE_NAMESPACE is set by the function itself"),
+        function_input=_input(source__variables={"CONTROLPLANE_NAMESPACE": "x"}),
+    ),
+    BadCase(
+        "The input's health checks keep the same shape as a stage's.",
+        {"source": b.SOURCE},
+        ("input.source.healthCheckExprs[0].current", "is required"),
+        function_input=_input(source__healthCheckExprs=[{"apiVersion": "x.io/v1", "kind": "T"}]),
     ),
 ]
 

@@ -11,6 +11,7 @@ import pytest
 from function import compose as c
 from function.compose import Outcome, compose
 from function.observed import Condition
+from function.resources import flux
 from tests import builders as b
 
 USAGE_INSTANCE_KUSTOMIZATION = "usage-instance-by-kustomization"
@@ -331,6 +332,14 @@ def test_the_flux_objects_follow_the_source_and_never_delete_what_they_synced() 
         "suspend": True,
         "deletionPolicy": "Orphan",
         "kubeConfig": {"secretRef": {"name": "myctp-kubeconfig", "key": "kubeconfig"}},
+        "healthCheckExprs": [
+            check.model_dump(by_alias=True, exclude_none=True)
+            for check in flux.CROSSPLANE_HEALTH_CHECKS
+        ],
+        "postBuild": {
+            "substitute": {"CONTROLPLANE_NAME": "myctp", "CONTROLPLANE_NAMESPACE": "team-a"}
+        },
+        "force": False,
     }
 
 
@@ -590,7 +599,11 @@ def test_status_reports_instance_source_and_backups_from_what_was_observed() -> 
             "crossplaneVersion": "2.1.5-up.1",
             "kubeconfigSecretRef": {"name": "myctp-kubeconfig", "key": "kubeconfig"},
         },
-        "source": {"ready": True, "revision": "main@sha1:bbb"},
+        "source": {
+            "ready": True,
+            "revision": "main@sha1:bbb",
+            "lastAttemptedRevision": "main@sha1:aaa",
+        },
         "backup": {
             "ready": True,
             "bucket": "acme-ctp-backups-team-a-myctp-a8ef8cc7",

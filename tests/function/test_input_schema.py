@@ -66,6 +66,30 @@ INPUT_CASES = [
     InputCase("A host pattern with a scheme.", {}, {"allowedHosts": ["https://github.com"]}, False),
     InputCase("A host pattern with a port but no host.", {}, {"allowedHosts": ["*:443"]}, False),
     InputCase("allowHTTP as a string.", {}, {"allowHTTP": "true"}, False),
+    InputCase(
+        "Platform variables and health checks of the platform's own.",
+        {},
+        {
+            "variables": {"CLUSTER": "eks-1", "_ORG": "acme"},
+            "healthCheckExprs": [
+                {"apiVersion": "platform.acme.io/v1alpha1", "kind": "Database", "current": "true"},
+                {"apiVersion": "v1", "kind": "Thing", "current": "x", "failed": "y"},
+            ],
+        },
+        True,
+    ),
+    InputCase(
+        "A health check without its current expression.",
+        {},
+        {"healthCheckExprs": [{"apiVersion": "v1", "kind": "Thing"}]},
+        False,
+    ),
+    InputCase(
+        "A health check of a kind in lower case.",
+        {},
+        {"healthCheckExprs": [{"apiVersion": "v1", "kind": "thing", "current": "true"}]},
+        False,
+    ),
 ]
 
 

@@ -56,9 +56,64 @@ def _drop_none(**fields: Any) -> dict[str, Any]:
     return {key: value for key, value in fields.items() if value is not None}
 
 
+HEALTH_CHECK = st.builds(
+    _drop_none,
+    apiVersion=st.sampled_from(["example.org/v1", "v1", "acme.io/v1beta1"]),
+    kind=st.sampled_from(["Thing", "ConfigMap"]),
+    current=st.just("status.phase == 'Ready'"),
+    failed=_optional(st.just("status.phase == 'Failed'")),
+    inProgress=_optional(st.just("status.phase == 'Pending'")),
+)
+STAGE_NAMES = ["packages", "config", "apps"]
+
+
+def _stage(names: list[str], index: int) -> st.SearchStrategy[dict[str, Any]]:
+    """Stage ``index`` of ``names``, depending on some of the stages before it."""
+    return st.builds(
+        _drop_none,
+        name=st.just(names[index]),
+        path=st.sampled_from(["./packages", "./config"]),
+        timeout=_optional(DURATION_OVER_10S),
+        dependsOn=_optional(st.lists(st.sampled_from(names[:index]), unique=True))
+        if index
+        else st.none(),
+        healthCheckExprs=_optional(st.lists(HEALTH_CHECK, max_size=2)),
+    )
+
+
+STAGES = st.lists(st.sampled_from(STAGE_NAMES), min_size=1, max_size=3, unique=True).flatmap(
+    lambda names: st.tuples(*(_stage(names, index) for index in range(len(names)))).map(list)
+)
+SUBSTITUTE_FROM = st.builds(
+    lambda kind, name, optional: {"kind": kind, "name": name, "optional": optional},
+    st.sampled_from(["ConfigMap", "Secret"]),
+    NAMESPACE,
+    st.booleans(),
+)
 SOURCE = st.builds(
     _drop_none,
     url=URL,
+    stages=_optional(STAGES),
+    substitute=_optional(
+        st.dictionaries(
+            st.from_regex(r"[A-Z_][A-Z0-9_]{0,10}", fullmatch=True), st.text(max_size=10)
+        ).filter(
+            lambda names: (
+                not set(names)
+                & {
+                    "CONTROLPLANE_NAME",
+                    "CONTROLPLANE_NAMESPACE",
+                    "BACKUP_BUCKET",
+                    "BACKUP_PREFIX",
+                    "BACKUP_REGION",
+                    "CLUSTER",
+                }
+            )
+        )
+    ),
+    substituteFrom=_optional(st.lists(SUBSTITUTE_FROM, max_size=2)),
+    decryption=_optional(st.builds(lambda n: {"secretRef": {"name": n}}, NAMESPACE)),
+    force=_optional(st.booleans()),
     ref=_optional(REF),
     path=_optional(st.sampled_from(["./", "./clusters/prod"])),
     interval=_optional(DURATION_OVER_10S),
@@ -90,7 +145,14 @@ SPEC = st.builds(
     restore=_optional(st.builds(lambda n: {"backupName": n}, NAME)),
 )
 READINESS = st.sampled_from(["absent", "ready", "unready"])
-OBSERVED_NAMES = ["instance", "git-repository", "kustomization", "backup-role", "backup-schedule"]
+OBSERVED_NAMES = [
+    "instance",
+    "git-repository",
+    "kustomization",
+    *(f"kustomization-{name}" for name in STAGE_NAMES),
+    "backup-role",
+    "backup-schedule",
+]
 
 
 def _observed(states: dict[str, str], with_arn: bool) -> list[dict[str, Any]]:
@@ -127,11 +189,40 @@ def test_every_object_rendered_from_a_valid_spec_validates_against_the_upstream_
         assert schemas.problems(obj) == []
 
 
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(stages=STAGES, name=NAME, namespace=NAMESPACE)
+def test_each_stage_waits_only_for_kustomizations_composed_before_it(
+    stages: list[dict[str, Any]], name: str, namespace: str
+) -> None:
+    xr = b.composite({"source": {**b.SOURCE, "stages": stages}}, name=name, namespace=namespace)
+    instance = b.ready()
+    instance["metadata"] = {"annotations": {b.COMPOSITION_RESOURCE_NAME: "instance"}}
+    objects = render(xr, b.example_input(), [instance])
+    by_resource = {
+        obj["metadata"]["annotations"][b.COMPOSITION_RESOURCE_NAME]: obj
+        for obj in objects[1:]
+        if obj["kind"] == "Kustomization"
+    }
+    assert len(by_resource) == len(stages)
+    earlier: set[str] = set()
+    for stage in stages:
+        kustomization = by_resource[f"kustomization-{stage['name']}"]
+        needed = {ref["name"] for ref in kustomization["spec"].get("dependsOn", [])}
+        assert needed <= earlier, (needed, earlier)
+        earlier.add(kustomization["metadata"]["name"])
+    assert len(earlier) == len(stages), "two stages share a Kustomization"
+
+
 def _input_allowing_any_bucket_and_http() -> dict[str, Any]:
     """The example input opened up: what the allow-lists refuse is a property of its own."""
     function_input = b.example_input()
     function_input["backup"]["allowedBuckets"] = ["*"]
-    function_input["source"] = {"allowedHosts": ["*"], "allowHTTP": True}
+    function_input["source"] = {
+        "allowedHosts": ["*"],
+        "allowHTTP": True,
+        "variables": {"CLUSTER": "eks-1"},
+        "healthCheckExprs": [{"apiVersion": "acme.io/v1", "kind": "Database", "current": "true"}],
+    }
     return function_input
 
 
