@@ -400,6 +400,43 @@ def test_kubectl_a_go_client_reads_through_the_front(
     assert f"namespace/{namespace}" in output.split()
 
 
+@pytest.mark.skipif(not KUBECTL_BIN.is_file(), reason="kubectl is not built: run tools/build.sh")
+def test_kubectl_applies_server_side_through_the_front(
+    front: SpaceFront, planes: dict[tuple[str, str], APIServer], tmp_path: Path
+) -> None:
+    name = unique("applied")
+    path = tmp_path / "kubeconfig"
+    path.write_text(front.kubeconfig(*B))
+    manifest = json.dumps(config_map(name, "from-kubectl"))
+    kubectl(
+        path,
+        f"--cache-dir={tmp_path / 'cache'}",
+        "apply",
+        "--server-side",
+        "--field-manager=spacefront-test",
+        "-f",
+        "-",
+        stdin=manifest,
+    )
+    assert admin(planes[B]).read_namespaced_config_map(name, "default").data == {
+        "v": "from-kubectl"
+    }
+
+
+def test_the_front_offers_http_1_1_only_so_client_go_does_not_speak_http_2(
+    front: SpaceFront,
+) -> None:
+    context = tls_trusting(front.kubeconfig(*A))
+    context.set_alpn_protocols(["h2", "http/1.1"])
+    connection = http.client.HTTPSConnection(front.url.removeprefix("https://"), context=context)
+    try:
+        connection.connect()
+        assert isinstance(connection.sock, ssl.SSLSocket)
+        assert connection.sock.selected_alpn_protocol() == "http/1.1"
+    finally:
+        connection.close()
+
+
 def test_the_provider_client_reads_through_the_front(front: SpaceFront) -> None:
     async def namespaces() -> list[str]:
         cluster = await kube.Cluster.from_kubeconfig(
