@@ -1,4 +1,4 @@
-"""Certificates signed by a CA the sandbox was given (Crossplane core's root CA)."""
+"""Certificates signed by a CA the sandbox was given (Crossplane core's root CA), or made here."""
 
 from __future__ import annotations
 
@@ -21,6 +21,52 @@ class KeyPair:
 
     cert: bytes
     key: bytes
+
+
+def certificate_authority(common_name: str, *, days: int = 30) -> KeyPair:
+    """A new self-signed CA that `issue` can sign with (a TLS front's own CA, say).
+
+    Args:
+        common_name: The CA's subject common name.
+        days: How long it is valid.
+    """
+    key = ec.generate_private_key(ec.SECP256R1())
+    now = datetime.datetime.now(datetime.UTC)
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=days))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=True,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                key_cert_sign=True,
+                crl_sign=True,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
+        )
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
+        .sign(key, hashes.SHA256())
+    )
+    return KeyPair(
+        cert=cert.public_bytes(serialization.Encoding.PEM),
+        key=key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        ),
+    )
 
 
 def issue(
