@@ -97,6 +97,14 @@ def compose(observed: Observed, raw_input: Any) -> Outcome:
         msg = "input.backup: is required when spec.backup is set"
         raise InvalidError(msg)
     model.check_allowed(spec, settings)
+    if spec.source is not None:
+        flux.check_health_checks(
+            settings.source.health_check_exprs,
+            tuple(
+                (f"spec.source.stages[{index}]", stage.health_check_exprs)
+                for index, stage in enumerate(spec.source.stages or ())
+            ),
+        )
     target = _target(composite, spec, settings)
     return _Composition(target, observed.resources).outcome()
 

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from function.model import HealthCheckExpr, Source
+from function.model import HealthCheckExpr, InvalidError, Source
 from function.resources import instance
 from function.resources.target import Target
 
@@ -35,26 +35,59 @@ _XRD_CURRENT = _conditions_true("Established")
 
 # ``wait: true`` means what it says for Crossplane's own kinds: a package is
 # current once installed and healthy, an XRD once its CRD is established.
-# Flux matches an expression by apiVersion and kind exactly, so composites and
-# managed resources (whose kinds no one knows in advance) cannot have defaults:
-# the platform names them in the input, a team in its stages.
+# Flux matches an expression by group and kind (any version), and refuses a
+# Kustomization with two expressions for one group and kind ("duplicate custom
+# health check for GroupKind"): one each. Composites and managed resources
+# (whose kinds no one knows in advance) cannot have defaults: the platform
+# names them in the input, a team in its stages.
 CROSSPLANE_HEALTH_CHECKS = (
     *(
-        HealthCheckExpr(api_version=api_version, kind=kind, current=_PACKAGE_CURRENT)
-        for api_version, kind in (
-            ("pkg.crossplane.io/v1", "Provider"),
-            ("pkg.crossplane.io/v1", "Function"),
-            ("pkg.crossplane.io/v1beta1", "Function"),
-            ("pkg.crossplane.io/v1", "Configuration"),
-        )
+        HealthCheckExpr(api_version="pkg.crossplane.io/v1", kind=kind, current=_PACKAGE_CURRENT)
+        for kind in ("Provider", "Function", "Configuration")
     ),
-    *(
-        HealthCheckExpr(
-            api_version=api_version, kind="CompositeResourceDefinition", current=_XRD_CURRENT
-        )
-        for api_version in ("apiextensions.crossplane.io/v1", "apiextensions.crossplane.io/v2")
+    HealthCheckExpr(
+        api_version="apiextensions.crossplane.io/v1",
+        kind="CompositeResourceDefinition",
+        current=_XRD_CURRENT,
     ),
 )
+
+
+def group_kind(check: HealthCheckExpr) -> str:
+    """``Kind.group``, what Flux tells health checks apart by."""
+    group = check.api_version.rpartition("/")[0]
+    return f"{check.kind}.{group}" if group else check.kind
+
+
+def check_health_checks(
+    platform: tuple[HealthCheckExpr, ...],
+    stages: tuple[tuple[str, tuple[HealthCheckExpr, ...]], ...],
+) -> None:
+    """Refuse a health check of a kind an earlier one checks: Flux fails the whole Kustomization.
+
+    ``platform`` are the input's, ``stages`` each stage's field path and its own.
+
+    Raises:
+        InvalidError: naming the field, the kind and the rule.
+    """
+    taken = {group_kind(check) for check in CROSSPLANE_HEALTH_CHECKS}
+    for index, check in enumerate(platform):
+        _claim(taken, check, f"input.source.healthCheckExprs[{index}]", "the function's defaults")
+        taken.add(group_kind(check))
+    for path, checks in stages:
+        seen = set(taken)
+        for index, check in enumerate(checks):
+            _claim(seen, check, f"{path}.healthCheckExprs[{index}]", "the platform's")
+            seen.add(group_kind(check))
+
+
+def _claim(taken: set[str], check: HealthCheckExpr, path: str, whose: str) -> None:
+    if group_kind(check) in taken:
+        msg = (
+            f"{path}: {group_kind(check)} already has a health check ({whose} or an earlier "
+            "one); Flux takes one per kind"
+        )
+        raise InvalidError(msg)
 
 
 @dataclass(frozen=True)

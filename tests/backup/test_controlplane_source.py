@@ -242,7 +242,8 @@ def test_the_provider_publishes_a_control_plane_kubeconfig_only_on_an_allowed_ho
     def refused() -> dict[str, Any] | None:
         found = reconcile_instance(local, name, elsewhere)
         ready = condition(found, "Ready")
-        return found if "kubeconfig is refused" in str(ready.get("message")) else None
+        message = str(ready.get("message"))
+        return found if "kubeconfig in secret" in message and "is refused" in message else None
 
     ready = condition(wait_for("the kubeconfig refused", refused), "Ready")
     assert ready["status"] == "False"

@@ -380,6 +380,52 @@ BAD_CASES = [
         ("spec.source.stages[0].healthCheckExprs[0].apiVersion", "an apiVersion"),
     ),
     BadCase(
+        "A stage's health check of a package kind the platform checks is refused: Flux takes "
+        "one check per group and kind, whatever the version, and fails the whole stage else.",
+        _staged(
+            {
+                "name": "a",
+                "path": "./a",
+                "healthCheckExprs": [
+                    {
+                        "apiVersion": "pkg.crossplane.io/v1beta1",
+                        "kind": "Function",
+                        "current": "true",
+                    }
+                ],
+            }
+        ),
+        ("spec.source.stages[0].healthCheckExprs[0]", "Function.pkg.crossplane.io", "one per kind"),
+    ),
+    BadCase(
+        "Two health checks of one kind in a stage are refused.",
+        _staged(
+            {
+                "name": "a",
+                "path": "./a",
+                "healthCheckExprs": [
+                    {"apiVersion": "x.io/v1", "kind": "T", "current": "true"},
+                    {"apiVersion": "x.io/v2", "kind": "T", "current": "false"},
+                ],
+            }
+        ),
+        ("spec.source.stages[0].healthCheckExprs[1]", "T.x.io", "one per kind"),
+    ),
+    BadCase(
+        "An input health check of a kind the function's defaults check is refused.",
+        {"source": b.SOURCE},
+        ("input.source.healthCheckExprs[0]", "CompositeResourceDefinition", "one per kind"),
+        function_input=_input(
+            source__healthCheckExprs=[
+                {
+                    "apiVersion": "apiextensions.crossplane.io/v2",
+                    "kind": "CompositeResourceDefinition",
+                    "current": "true",
+                }
+            ]
+        ),
+    ),
+    BadCase(
         "A team variable named like a platform variable is refused.",
         {"source": {**b.SOURCE, "substitute": {"CONTROLPLANE_NAME": "other"}}},
         ("spec.source.substitute.CONTROLPLANE_NAME", "is a platform variable"),

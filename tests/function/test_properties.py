@@ -77,7 +77,14 @@ def _stage(names: list[str], index: int) -> st.SearchStrategy[dict[str, Any]]:
         dependsOn=_optional(st.lists(st.sampled_from(names[:index]), unique=True))
         if index
         else st.none(),
-        healthCheckExprs=_optional(st.lists(HEALTH_CHECK, max_size=2)),
+        # A valid spec checks each group and kind once, as Flux requires.
+        healthCheckExprs=_optional(
+            st.lists(
+                HEALTH_CHECK,
+                max_size=2,
+                unique_by=lambda c: (c["apiVersion"].rpartition("/")[0], c["kind"]),
+            )
+        ),
     )
 
 
