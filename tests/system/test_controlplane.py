@@ -6,6 +6,7 @@ import base64
 
 import yaml
 
+from function.names import AwsNames
 from sandbox.platform import Platform
 from sandbox.spaces import wait_for
 
@@ -39,7 +40,12 @@ def test_a_controlplane_becomes_ready_with_its_instance_and_git_source_synced(
         "name": f"{team.name}-kubeconfig",
         "key": "kubeconfig",
     }
-    assert status["source"] == {"ready": True, "revision": f"main@sha1:{team.first_commit}"}
+    revision = f"main@sha1:{team.first_commit}"
+    assert status["source"] == {
+        "ready": True,
+        "revision": revision,
+        "lastAttemptedRevision": revision,
+    }
     # The provider made exactly one ControlPlane in the Space, and the simulator's
     # hosted API server behind it got what the git repository holds.
     space_controlplane = get(platform.space, SPACE_CONTROLPLANE, "default", team.hosted)
@@ -50,7 +56,8 @@ def test_a_controlplane_becomes_ready_with_its_instance_and_git_source_synced(
     backup = status["backup"]
     assert backup["ready"] is True
     assert backup["prefix"] == f"{team.namespace}/{team.name}/"
-    assert backup["roleArn"].endswith(f":role/{team.namespace}-{team.name}-backup")
+    role = AwsNames.of("unused", team.namespace, team.name).role
+    assert backup["roleArn"].endswith(f":role/{role}")
 
 
 def test_the_kustomization_is_composed_only_once_the_instance_is_ready(
@@ -105,7 +112,11 @@ def test_a_push_to_the_git_repository_reaches_the_control_plane_and_the_composit
             (get(platform.kube, XR, team.namespace, team.name) or {})
             .get("status", {})
             .get("source")
-            == {"ready": True, "revision": f"main@sha1:{sha}"}
+            == {
+                "ready": True,
+                "revision": f"main@sha1:{sha}",
+                "lastAttemptedRevision": f"main@sha1:{sha}",
+            }
         ),
         timeout=SYNC_DEADLINE,
     )
