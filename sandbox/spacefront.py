@@ -22,6 +22,13 @@ What a real Upbound Space does, and so what this stand-in does:
   Space's own certificate and CA bundle (``externalTLS.tlsSecret`` and
   ``caBundleSecret`` in ``howtos/certs.md``), reached in the cluster as the Service
   ``spaces-router.upbound-system.svc.cluster.local:8443``.
+- The Space's own API is served at the root of the same ingress: ``up ctx`` points a
+  Space context at ``https://<ingress>`` and a control plane's at the prefix above on
+  the same host (``ToSpacesK8sURL`` in upbound/up ``internal/profile/urls.go``). So
+  ``register_space`` routes every other path to the Space's API server with a token
+  of its own, and the operator's Space kubeconfig names this front: the provider's
+  default allow-list (the Space's own host) then admits the control planes'
+  kubeconfigs for the reason it would in a real Space, the same ingress host.
 - The cluster, user and context names in that kubeconfig are not a contract
   (upbound/up issue #407: "arbitrary cluster, auth and context names"); clients
   follow ``current-context``. Here all three are ``<group>-<name>``.
@@ -190,7 +197,9 @@ def status_body(code: int, reason: str, message: str) -> bytes:
 
 
 @dataclass
-class _ControlPlane:
+class _Upstream:
+    """An API server behind the front, and the token that reaches it."""
+
     server: APIServer
     token: str
     session: aiohttp.ClientSession
@@ -216,7 +225,8 @@ class SpaceFront:
         self._socket.bind((LOOPBACK, 0))
         port: int = self._socket.getsockname()[1]
         self.url = f"https://{LOOPBACK}:{port}"
-        self._control_planes: dict[tuple[str, str], _ControlPlane] = {}
+        self._control_planes: dict[tuple[str, str], _Upstream] = {}
+        self._space: _Upstream | None = None
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(
             target=self._loop.run_forever, name="space-front", daemon=True
@@ -268,9 +278,10 @@ class SpaceFront:
     async def _stop(self) -> None:
         if self._runner is not None:
             await self._runner.cleanup()
-        for control_plane in self._control_planes.values():
-            await control_plane.session.close()
+        for upstream in (*self._control_planes.values(), *([self._space] if self._space else [])):
+            await upstream.session.close()
         self._control_planes.clear()
+        self._space = None
 
     def _call(self, coroutine: Coroutine[Any, Any, T]) -> T:
         """Run ``coroutine`` on the front's loop and wait for its result."""
@@ -293,7 +304,7 @@ class SpaceFront:
             old = self._control_planes.get((group, name))
             if old is not None:
                 await old.session.close()
-            self._control_planes[group, name] = _ControlPlane(
+            self._control_planes[group, name] = _Upstream(
                 server=server,
                 token=secrets.token_urlsafe(32),
                 session=_upstream_session(server),
@@ -301,6 +312,34 @@ class SpaceFront:
 
         self._call(add())
         return self.kubeconfig(group, name)
+
+    def register_space(self, server: APIServer) -> str:
+        """Route every path that is no control plane's to ``server`` with a new token.
+
+        Returns the Space's kubeconfig: ``https://<front>`` and that token, what an
+        operator gives the provider (a robot's static token; see the module's notes).
+        """
+
+        async def add() -> None:
+            if self._space is not None:
+                await self._space.session.close()
+            self._space = _Upstream(
+                server=server, token=secrets.token_urlsafe(32), session=_upstream_session(server)
+            )
+
+        self._call(add())
+        return self.space_kubeconfig()
+
+    def space_kubeconfig(self) -> str:
+        """The current kubeconfig of the Space's own API (after ``register_space``)."""
+
+        async def read() -> str:
+            if self._space is None:
+                msg = "no Space API is registered with the Space front"
+                raise KeyError(msg)
+            return self._space.token
+
+        return kubeconfig_text(self.url, self._ca.cert, self._call(read()), "space")
 
     def kubeconfig(self, group: str, name: str) -> str:
         """The current kubeconfig of a registered control plane (its secret's ``kubeconfig``)."""
@@ -369,7 +408,7 @@ class SpaceFront:
 
         return self._call(read())
 
-    def _control_plane(self, group: str, name: str) -> _ControlPlane:
+    def _control_plane(self, group: str, name: str) -> _Upstream:
         found = self._control_planes.get((group, name))
         if found is None:
             msg = f"control plane {group}/{name} is not registered with the Space front"
@@ -391,16 +430,21 @@ class SpaceFront:
         return str(cert), str(key)
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
-        route = parse_route(request.rel_url.raw_path)
-        control_plane = self._control_planes.get((route.group, route.name)) if route else None
-        if route is None or control_plane is None:
+        path = request.rel_url.raw_path
+        route = parse_route(path)
+        if route is not None:
+            upstream = self._control_planes.get((route.group, route.name))
+            path = route.rest
+        else:
+            upstream = self._space
+        if upstream is None:
             return _status(404, "NotFound", "the page you requested does not exist")
         token = bearer_token(request.headers.get("Authorization"))
         if token is None or not hmac.compare_digest(
-            token.encode(errors="replace"), control_plane.token.encode()
+            token.encode(errors="replace"), upstream.token.encode()
         ):
             return _status(401, "Unauthorized", "Unauthorized")
-        return await _forward(request, control_plane, route.rest)
+        return await _forward(request, upstream, path)
 
 
 def _context(group: str, name: str) -> str:
@@ -425,16 +469,14 @@ def _status(code: int, reason: str, message: str) -> web.Response:
     )
 
 
-async def _forward(
-    request: web.Request, control_plane: _ControlPlane, path: str
-) -> web.StreamResponse:
+async def _forward(request: web.Request, upstream: _Upstream, path: str) -> web.StreamResponse:
     """Send the request on to the API server and stream its answer back."""
-    target = control_plane.server.url + path
+    target = upstream.server.url + path
     if request.rel_url.raw_query_string:
         target += "?" + request.rel_url.raw_query_string
     headers = forwarded_headers(request.headers.items(), _NOT_FORWARDED_UPSTREAM)
     try:
-        upstream = await control_plane.session.request(
+        upstream = await upstream.session.request(
             request.method,
             # Already percent-encoded: sent on as the client wrote it.
             URL(target, encoded=True),

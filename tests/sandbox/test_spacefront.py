@@ -182,7 +182,9 @@ def call(
     if (token or found.token) is not None:
         headers["Authorization"] = f"Bearer {token or found.token}"
     try:
-        connection.request(method, f"/{prefix}{path}", body=body, headers=headers)
+        connection.request(
+            method, f"/{prefix}{path}" if prefix else path, body=body, headers=headers
+        )
         response = connection.getresponse()
         return Answer(response.status, response.getheader("Content-Type") or "", response.read())
     finally:
@@ -525,3 +527,27 @@ def test_an_unregistered_control_plane_is_not_found(front: SpaceFront) -> None:
     assert answer.json()["reason"] == "NotFound"
     with pytest.raises(KeyError):
         front.kubeconfig(*B)
+
+
+def test_the_spaces_own_api_is_served_at_the_root_of_the_same_host_with_its_own_token(
+    planes: dict[tuple[str, str], APIServer],
+) -> None:
+    space_server, control_plane = planes[A], planes[B]
+    mark = unique("only-in-the-space")
+    admin(space_server).create_namespace({"metadata": {"name": mark}})
+    with SpaceFront() as space_front:
+        space = space_front.register_space(space_server)
+        ctp = space_front.register(*B, control_plane)
+        assert credentials(space).server == space_front.url
+        names = {
+            item["metadata"]["name"]
+            for item in call(space, "GET", "/api/v1/namespaces").json()["items"]
+        }
+        assert mark in names
+        # A control plane's token does not reach the Space, nor the Space's a control plane.
+        assert call(space, "GET", "/api/v1/namespaces", token=credentials(ctp).token).status == 401
+        assert call(ctp, "GET", "/api/v1/namespaces", token=credentials(space).token).status == 401
+        # The provider's default allow-list (the Space's own host) admits the control plane.
+        kubeconfig_allowlist.ControlPlaneHosts.of([]).check(
+            credentials(ctp).server, space_server=credentials(space).server
+        )
