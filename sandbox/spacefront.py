@@ -469,14 +469,14 @@ def _status(code: int, reason: str, message: str) -> web.Response:
     )
 
 
-async def _forward(request: web.Request, upstream: _Upstream, path: str) -> web.StreamResponse:
+async def _forward(request: web.Request, backend: _Upstream, path: str) -> web.StreamResponse:
     """Send the request on to the API server and stream its answer back."""
-    target = upstream.server.url + path
+    target = backend.server.url + path
     if request.rel_url.raw_query_string:
         target += "?" + request.rel_url.raw_query_string
     headers = forwarded_headers(request.headers.items(), _NOT_FORWARDED_UPSTREAM)
     try:
-        upstream = await upstream.session.request(
+        upstream = await backend.session.request(
             request.method,
             # Already percent-encoded: sent on as the client wrote it.
             URL(target, encoded=True),
