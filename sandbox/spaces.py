@@ -25,6 +25,7 @@ from kubernetes.client.exceptions import ApiException
 from sandbox.apiserver import APIServer, free_port
 from sandbox.paths import REPO_ROOT, UPSTREAM_CRDS
 from sandbox.space_releases import POLICY_NAME, Releases, admission_binding, admission_policy
+from sandbox.spacefront import SpaceFront
 
 PROVIDER_CRDS = REPO_ROOT / "package" / "provider" / "crds"
 SPACES_CRD = UPSTREAM_CRDS / "spaces" / "spaces.upbound.io_controlplanes.yaml"
@@ -252,6 +253,32 @@ class SpacesSimulator:
     The kubeconfig it writes points at ``hosted``: a real API server standing
     in for every hosted control plane, or a function that starts one per
     ControlPlane (given the ControlPlane's name), called once per ControlPlane.
+    It writes it where ``writeConnectionSecretToRef`` says (its namespace
+    defaults to the ControlPlane's: "If omitted, it is defaulted to the
+    namespace of the ControlPlane", ``controlplane_types.go``), and nowhere when
+    the ControlPlane names no secret: the name ``kubeconfig-<name>`` is the
+    default of the ``up`` CLI (``kubeconfigFmt`` in upbound/up
+    ``internal/controlplane/space/space.go``) and of our provider, not of the
+    Space. With a ``front`` (``sandbox.spacefront``) the secret is as a Space
+    writes it: keys ``kubeconfig`` and ``kubeconfig-incluster``, a bearer token,
+    the front's CA and the control plane's path prefix on the front's host;
+    ``rotate_token`` and ``rotate_ca`` rewrite it. Without one it is the hosted
+    API server's own client-certificate kubeconfig under both keys.
+
+    Each ControlPlane carries the simulator's finalizer. Deleting one takes
+    ``deletion_delay`` seconds (0 by default); then its connection secret is
+    deleted, its route leaves the front and the finalizer goes (a Space's
+    "control plane provisioner" holds ControlPlanes with a finalizer of its own:
+    Spaces release notes v1.10.0, upbound/docs
+    ``docs/reference/release-notes/spaces.md``; it "manages your control plane
+    lifecycle from creation to deletion": ``concepts/control-planes.md``).
+
+    ``CrossplaneRunning`` (``ConditionTypeRunning`` in ``conditions.go``) is
+    ``True`` (``Started``) when ``crossplane_running(name)`` says Crossplane
+    core runs in that hosted control plane, else ``False`` (``Starting``, with
+    ``StartInProgress``'s message); without that callable the simulator cannot
+    know and sets no such condition. It is asked when a ControlPlane is
+    answered and on ``refresh``.
 
     It lists ControlPlanes once and then watches them, as a controller would,
     so it answers at once however many there are and sends nothing while
@@ -266,11 +293,17 @@ class SpacesSimulator:
         hosted: APIServer | Callable[[str], APIServer],
         *,
         provisioning_delay: float = 0.0,
+        deletion_delay: float = 0.0,
         releases: Releases | None = None,
+        front: SpaceFront | None = None,
+        crossplane_running: Callable[[str], bool] | None = None,
     ) -> None:
         self.space = space
         self.hosted = hosted
         self.provisioning_delay = provisioning_delay
+        self.deletion_delay = deletion_delay
+        self.front = front
+        self._crossplane_running = crossplane_running
         self.releases = releases or Releases()
         self._hosted_by_uid: dict[str, APIServer] = {}
         self.ready = threading.Event()
@@ -283,7 +316,13 @@ class SpacesSimulator:
         # uid -> when provisioning began (monotonic), and the timers that come back then.
         self._first_seen: dict[str, float] = {}
         # uid -> the connection secret its kubeconfig was written to.
-        self._published: dict[str, tuple[str, str]] = {}
+        self._published: dict[str, _Publication] = {}
+        # Writing, rotating and deleting connection secrets, one at a time.
+        self._secrets = threading.Lock()
+        # uid -> when its deletion was first seen (monotonic).
+        self._deleting_since: dict[str, float] = {}
+        # uid -> whether Crossplane ran there when last asked.
+        self._running: dict[str, bool] = {}
         self._timers: dict[str, threading.Timer] = {}
         # Per-ControlPlane API servers start one after the other; a shared one is answered
         # by a few threads, as a controller with several workers would.
@@ -323,6 +362,8 @@ class SpacesSimulator:
         self._apply_policy(probe_accepted=version)
         upgraded = []
         for cp in self._control_planes():
+            if cp["metadata"].get("deletionTimestamp"):
+                continue
             crossplane = cp["spec"].get("crossplane") or {}
             channel = (crossplane.get("autoUpgrade") or {}).get("channel", "Stable")
             target = self.releases.target(channel, crossplane.get("version"))
@@ -356,6 +397,43 @@ class SpacesSimulator:
         """Clear the ControlPlane's fault: it provisions, or turns healthy, again."""
         self._faults.pop((namespace, name), None)
         self._look_again(namespace, name)
+
+    def rotate_token(self, namespace: str, name: str) -> tuple[str, str]:
+        """Give the ControlPlane a new token (the old one is refused) and rewrite its secret.
+
+        Returns the connection secret's ``(namespace, name)``.
+        """
+        front = self._front()
+        cp = self.space.get("controlplanes", namespace, name, SPACES_GROUP, SPACES_VERSION)
+        publication = self._published.get((cp or {}).get("metadata", {}).get("uid", ""))
+        if publication is None:
+            msg = f"ControlPlane {namespace}/{name} has no connection secret yet"
+            raise KeyError(msg)
+        with self._secrets:
+            front.rotate_token(namespace, name)
+            self.space.put_secret(*publication.secret, self._kubeconfigs(publication))
+        return publication.secret
+
+    def rotate_ca(self) -> list[tuple[str, str]]:
+        """Give the front a new CA; rewrite every connection secret; their ``(namespace, name)``.
+
+        The Space's own kubeconfig (``front.space_kubeconfig()``) changes too: the
+        operator's copy is the caller's to rewrite.
+        """
+        front = self._front()
+        with self._secrets:
+            front.rotate_ca()
+            for publication in self._published.values():
+                self.space.put_secret(*publication.secret, self._kubeconfigs(publication))
+            return [publication.secret for publication in self._published.values()]
+
+    def refresh(self) -> None:
+        """Ask again whether Crossplane runs in each control plane, and report it."""
+        for cp in self._control_planes():
+            uid = cp["metadata"]["uid"]
+            if uid in self._running:
+                self._running[uid] = self._crossplane_runs(cp)
+            self._saw(cp)
 
     def hosted_for(self, control_plane: dict[str, Any]) -> APIServer:
         """The API server behind one ControlPlane (started on first sight if per ControlPlane)."""
@@ -473,16 +551,24 @@ class SpacesSimulator:
             self._pending_changed.notify()
 
     def _needs_answer(self, cp: dict[str, Any]) -> bool:
-        if not (cp["spec"].get("crossplane") or {}).get("version"):
+        metadata = cp["metadata"]
+        held = FINALIZER in (metadata.get("finalizers") or [])
+        if metadata.get("deletionTimestamp"):
+            due = self._deletion_due_in(cp) if held else 0.0
+            if due > 0:
+                self._come_back(cp, due)
+            return held and due <= 0
+        if not held or not (cp["spec"].get("crossplane") or {}).get("version"):
             return True
         secret = _connection_secret(cp)
-        if _provisioned(cp) and secret and self._published.get(cp["metadata"]["uid"]) != secret:
+        publication = self._published.get(metadata["uid"])
+        if _provisioned(cp) and secret and (publication is None or publication.secret != secret):
             # A Space publishes the kubeconfig wherever the ControlPlane names (an adopted
             # ControlPlane given a connection secret later, among them).
             return True
         if not _provisioned(cp) and self._due_in(cp) > 0:
             # Creating: come back when provisioning is due, if nothing else wakes it.
-            self._come_back(cp)
+            self._come_back(cp, self._due_in(cp))
             return not _same_status(cp.get("status") or {}, self._creating(cp))
         return not _same_status(cp.get("status") or {}, self._status(cp))
 
@@ -495,9 +581,14 @@ class SpacesSimulator:
         first = self._first_seen.setdefault(metadata["uid"], time.monotonic())
         return first + self.provisioning_delay - time.monotonic()
 
-    def _come_back(self, cp: dict[str, Any]) -> None:
+    def _deletion_due_in(self, cp: dict[str, Any]) -> float:
+        """Seconds until the Space has finished deleting ``cp``."""
+        first = self._deleting_since.setdefault(cp["metadata"]["uid"], time.monotonic())
+        return first + self.deletion_delay - time.monotonic()
+
+    def _come_back(self, cp: dict[str, Any], due: float) -> None:
+        """Look at ``cp`` again in ``due`` seconds (once; never if ``due`` is infinite)."""
         uid = cp["metadata"]["uid"]
-        due = self._due_in(cp)
         if uid in self._timers or due == float("inf"):
             return
         namespace, name = cp["metadata"]["namespace"], cp["metadata"]["name"]
@@ -524,13 +615,24 @@ class SpacesSimulator:
             try:
                 self._answer(cp)
             except (ApiException, OSError, urllib3.exceptions.HTTPError):
-                # Seen again after the watch lists anew; until then, try again.
+                # Try again with what the Space holds now (a conflict, or the Space's API
+                # server away: then as it was, until the watch lists anew).
                 self._stop.wait(POLL_SECONDS)
-                self._saw(cp)
+                try:
+                    self._look_again(cp["metadata"]["namespace"], cp["metadata"]["name"])
+                except (ApiException, OSError, urllib3.exceptions.HTTPError):
+                    self._saw(cp)
 
     def _answer(self, cp: dict[str, Any]) -> None:
-        """Default the version; report Creating; provision when due; report what holds."""
+        """Hold it; default the version; report Creating; provision when due; report what holds."""
         metadata = cp["metadata"]
+        finalizers = list(metadata.get("finalizers") or [])
+        if metadata.get("deletionTimestamp"):
+            self._delete(cp)
+            return
+        if FINALIZER not in finalizers:
+            self._json_patch(cp, _add_finalizer(finalizers))
+            return  # the watch brings it back with its finalizer
         crossplane = cp["spec"].get("crossplane") or {}
         if not crossplane.get("version"):
             channel = (crossplane.get("autoUpgrade") or {}).get("channel", "Stable")
@@ -545,10 +647,70 @@ class SpacesSimulator:
             if self._due_in(cp) > 0:
                 return
         secret = _connection_secret(cp)
-        if secret and self._published.get(metadata["uid"]) != secret:
-            self.space.put_secret(*secret, {"kubeconfig": self.hosted_for(cp).kubeconfig.encode()})
-            self._published[metadata["uid"]] = secret
+        publication = self._published.get(metadata["uid"])
+        if secret and (publication is None or publication.secret != secret):
+            self._publish(cp, secret)
+        if self._crossplane_running is not None:
+            self._running[metadata["uid"]] = self._crossplane_runs(cp)
         self._write_status(cp, self._status(cp))
+
+    def _publish(self, cp: dict[str, Any], secret: tuple[str, str]) -> None:
+        """Write the ControlPlane's kubeconfig into ``secret`` (routed by the front, if any)."""
+        metadata = cp["metadata"]
+        publication = _Publication(
+            (metadata["namespace"], metadata["name"]), secret, self.hosted_for(cp)
+        )
+        with self._secrets:
+            if self.front is not None:
+                self.front.register(*publication.control_plane, publication.server)
+            self.space.put_secret(*secret, self._kubeconfigs(publication))
+            self._published[metadata["uid"]] = publication
+
+    def _kubeconfigs(self, publication: _Publication) -> dict[str, bytes]:
+        """The connection secret's data: as the front writes it, else the API server's own."""
+        if self.front is not None:
+            data = self.front.connection_secret(*publication.control_plane)
+            return {key: text.encode() for key, text in data.items()}
+        text = publication.server.kubeconfig.encode()
+        return {KUBECONFIG_KEY: text, INCLUSTER_KEY: text}
+
+    def _delete(self, cp: dict[str, Any]) -> None:
+        """Once the deletion delay is over: the secret, the route, then the finalizer."""
+        metadata = cp["metadata"]
+        uid = metadata["uid"]
+        if FINALIZER not in (metadata.get("finalizers") or []):
+            return
+        due = self._deletion_due_in(cp)
+        if due > 0:
+            self._come_back(cp, due)
+            return
+        with self._secrets:
+            publication = self._published.get(uid)
+            secret = publication.secret if publication else _connection_secret(cp)
+            if secret is not None:
+                try:
+                    self.space.core.delete_namespaced_secret(secret[1], secret[0])
+                except ApiException as error:
+                    if error.status != 404:
+                        raise
+            if self.front is not None:
+                self.front.unregister(metadata["namespace"], metadata["name"])
+            self._published.pop(uid, None)
+        self._json_patch(cp, _remove_finalizer(list(metadata["finalizers"])))
+        for state in (self._first_seen, self._deleting_since, self._running, self._hosted_by_uid):
+            state.pop(uid, None)
+
+    def _crossplane_runs(self, cp: dict[str, Any]) -> bool:
+        """Whether Crossplane core runs in the ControlPlane's hosted control plane."""
+        if self._crossplane_running is None:
+            return False
+        return self._crossplane_running(cp["metadata"]["name"])
+
+    def _front(self) -> SpaceFront:
+        if self.front is None:
+            msg = "the Spaces simulator has no front: tokens and CAs rotate on a front"
+            raise RuntimeError(msg)
+        return self.front
 
     def _creating(self, cp: dict[str, Any]) -> dict[str, Any]:
         """The status of a ControlPlane being provisioned (or failing to be)."""
@@ -594,17 +756,20 @@ class SpacesSimulator:
                 f"Crossplane version {version} is outside of the support window. "
                 f"Oldest supported minor version is {self.releases.oldest_minor()}.",
             )
+        conditions = [
+            _condition("Ready", "True", "Available"),
+            provisioned,
+            healthy,
+            supported,
+            self._synced(fault),
+        ]
+        if self._crossplane_running is not None:
+            conditions.append(_crossplane_running(self._running.get(metadata["uid"], False)))
         first = (cp.get("status") or {}).get("firstAvailableAt") or _now()
         return {
             "controlPlaneID": f"ctp-{metadata['uid'][:8]}",
             "firstAvailableAt": first,
-            "conditions": [
-                _condition("Ready", "True", "Available"),
-                provisioned,
-                healthy,
-                supported,
-                self._synced(fault),
-            ],
+            "conditions": conditions,
             "message": message,
         }
 
@@ -644,6 +809,23 @@ class SpacesSimulator:
             if error.status != 404:  # deleted meanwhile: nothing to answer
                 raise
 
+    def _json_patch(self, cp: dict[str, Any], operations: list[dict[str, Any]]) -> None:
+        """Apply a JSON patch (its ``test`` operations guard against a concurrent change)."""
+        metadata = cp["metadata"]
+        try:
+            self.space.custom.patch_namespaced_custom_object(
+                SPACES_GROUP,
+                SPACES_VERSION,
+                metadata["namespace"],
+                "controlplanes",
+                metadata["name"],
+                operations,
+                _content_type="application/json-patch+json",
+            )
+        except ApiException as error:
+            if error.status != 404:
+                raise
+
     def _patch(self, cp: dict[str, Any], patch: dict[str, Any]) -> None:
         metadata = cp["metadata"]
         try:
@@ -661,6 +843,40 @@ class SpacesSimulator:
 
 
 SPACES_GROUP, SPACES_VERSION = "spaces.upbound.io", "v1beta1"
+# The simulator's own finalizer on every ControlPlane (a Space's name for its own is not
+# documented; this one says whose it is).
+FINALIZER = "spaces-simulator.sandbox.local/controlplane"
+# The connection secret's keys (``ResourceCredentialsSecretInClusterKubeconfigKey``).
+KUBECONFIG_KEY, INCLUSTER_KEY = "kubeconfig", "kubeconfig-incluster"
+
+
+@dataclass(frozen=True)
+class _Publication:
+    """Where a ControlPlane's kubeconfig was written, and the API server it leads to."""
+
+    control_plane: tuple[str, str]
+    secret: tuple[str, str]
+    server: APIServer
+
+
+def _add_finalizer(finalizers: list[str]) -> list[dict[str, Any]]:
+    """A JSON patch adding ``FINALIZER`` to ``finalizers`` (those the object has now)."""
+    if not finalizers:
+        return [{"op": "add", "path": "/metadata/finalizers", "value": [FINALIZER]}]
+    return [
+        {"op": "test", "path": "/metadata/finalizers", "value": finalizers},
+        {"op": "add", "path": "/metadata/finalizers/-", "value": FINALIZER},
+    ]
+
+
+def _remove_finalizer(finalizers: list[str]) -> list[dict[str, Any]]:
+    """A JSON patch removing ``FINALIZER`` from ``finalizers`` (those the object has now)."""
+    return [
+        {"op": "test", "path": "/metadata/finalizers", "value": finalizers},
+        {"op": "remove", "path": f"/metadata/finalizers/{finalizers.index(FINALIZER)}"},
+    ]
+
+
 # A version no Space offers: refused once the policy is enforced.
 UNOFFERED_PROBE = "0.0.1-up.1"
 
@@ -674,6 +890,18 @@ def _condition(type_: str, status: str, reason: str, message: str = "") -> dict[
     if message:
         found["message"] = message
     return found
+
+
+def _crossplane_running(running: bool) -> dict[str, Any]:
+    """CrossplaneRunning as ``StartCompleted`` or ``StartInProgress`` (``conditions.go``) say it."""
+    if running:
+        return _condition("CrossplaneRunning", "True", "Started")
+    return _condition(
+        "CrossplaneRunning",
+        "False",
+        "Starting",
+        "The crossplane and provider workloads are being started",
+    )
 
 
 def _same_condition(held: dict[str, Any], wanted: dict[str, Any]) -> bool:

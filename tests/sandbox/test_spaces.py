@@ -1,0 +1,231 @@
+"""The Spaces simulator with its front: connection secrets, rotation, deletion, CrossplaneRunning.
+
+One Space API server and one hosted API server for the module, one simulator
+with a front over them; each test has ControlPlanes of its own names.
+"""
+
+from __future__ import annotations
+
+import base64
+import itertools
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+import yaml
+from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
+
+from provider import kubeconfig as kubeconfig_allowlist
+from sandbox.apiserver import APIServer, APIServerFactory, Etcd
+from sandbox.spacefront import SpaceFront, server_url
+from sandbox.spaces import (
+    FINALIZER,
+    SPACES_CRD,
+    SPACES_GROUP,
+    SPACES_VERSION,
+    Kube,
+    SpacesSimulator,
+    condition,
+    wait_for,
+)
+
+GROUP = "team-group"
+DELETION_DELAY = 2.0
+_names = itertools.count(1)
+
+
+@dataclass
+class World:
+    space: Kube
+    hosted: APIServer
+    front: SpaceFront
+    simulator: SpacesSimulator
+    running: set[str] = field(default_factory=set)
+
+
+@pytest.fixture(scope="module")
+def world(kube_etcd: Etcd) -> Iterator[World]:
+    with APIServerFactory(kube_etcd) as factory:
+        space = Kube(factory(name="space"))
+        space.apply_crds(SPACES_CRD)
+        space.namespace(GROUP)
+        hosted = factory(name="hosted")
+        running: set[str] = set()
+        with (
+            SpaceFront() as front,
+            SpacesSimulator(
+                space,
+                hosted,
+                front=front,
+                deletion_delay=DELETION_DELAY,
+                crossplane_running=running.__contains__,
+            ) as simulator,
+        ):
+            yield World(space, hosted, front, simulator, running)
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}-{next(_names)}"
+
+
+def create(world: World, name: str, secret: str | None) -> None:
+    spec: dict[str, Any] = {"crossplane": {"autoUpgrade": {"channel": "Stable"}}}
+    if secret is not None:
+        # No namespace: a Space defaults it to the ControlPlane's.
+        spec["writeConnectionSecretToRef"] = {"name": secret}
+    world.space.create(
+        "controlplanes",
+        {
+            "apiVersion": f"{SPACES_GROUP}/{SPACES_VERSION}",
+            "kind": "ControlPlane",
+            "metadata": {"name": name, "namespace": GROUP},
+            "spec": spec,
+        },
+        SPACES_GROUP,
+        SPACES_VERSION,
+    )
+
+
+def control_plane(world: World, name: str) -> dict[str, Any] | None:
+    return world.space.get("controlplanes", GROUP, name, SPACES_GROUP, SPACES_VERSION)
+
+
+def ready(world: World, name: str) -> dict[str, Any]:
+    def probe() -> dict[str, Any] | None:
+        found = control_plane(world, name)
+        return found if condition(found, "Ready").get("status") == "True" else None
+
+    return wait_for(f"ControlPlane {name} Ready", probe)
+
+
+def kubeconfig_in(world: World, secret: str, key: str = "kubeconfig") -> str | None:
+    found = world.space.secret(GROUP, secret)
+    if found is None:
+        return None
+    return base64.b64decode(found["data"][key]).decode()
+
+
+def namespaces_through(kubeconfig: str) -> set[str]:
+    api: Any = config.new_client_from_config_dict(yaml.safe_load(kubeconfig))  # type: ignore[no-untyped-call]
+    core: Any = client.CoreV1Api(api)
+    return {str(ns.metadata.name) for ns in core.list_namespace().items}
+
+
+def status_through(kubeconfig: str) -> int:
+    """The HTTP status of listing namespaces with ``kubeconfig``."""
+    try:
+        namespaces_through(kubeconfig)
+    except ApiException as error:
+        return int(error.status)
+    return 200
+
+
+def test_the_connection_secret_is_the_fronts_bearer_token_kubeconfig_under_both_keys(
+    world: World,
+) -> None:
+    name = unique("ctp")
+    create(world, name, f"kubeconfig-{name}")
+    ready(world, name)
+    secret = world.space.secret(GROUP, f"kubeconfig-{name}")
+    assert secret is not None
+    assert set(secret["data"]) == {"kubeconfig", "kubeconfig-incluster"}
+    for key in secret["data"]:
+        text = kubeconfig_in(world, f"kubeconfig-{name}", key)
+        assert text is not None
+        found = kubeconfig_allowlist.parse(yaml.safe_load(text))
+        assert found.server == server_url(world.front.url, GROUP, name)
+        assert found.token
+        assert found.client_certificate_pem is None
+        assert found.ca_pem == world.front.ca_pem.decode()
+    mark = unique("only-in-hosted")
+    Kube(world.hosted).namespace(mark)
+    text = kubeconfig_in(world, f"kubeconfig-{name}")
+    assert text is not None
+    assert mark in namespaces_through(text)
+
+
+def test_a_control_plane_that_names_no_secret_gets_none(world: World) -> None:
+    name = unique("ctp")
+    create(world, name, None)
+    ready(world, name)
+    assert world.space.secret(GROUP, f"kubeconfig-{name}") is None
+
+
+def test_a_rotated_token_rewrites_the_secret_and_the_old_one_is_refused(world: World) -> None:
+    name = unique("ctp")
+    create(world, name, f"kubeconfig-{name}")
+    ready(world, name)
+    old = kubeconfig_in(world, f"kubeconfig-{name}")
+    assert old is not None
+    assert world.simulator.rotate_token(GROUP, name) == (GROUP, f"kubeconfig-{name}")
+    new = kubeconfig_in(world, f"kubeconfig-{name}")
+    assert new is not None
+    assert kubeconfig_allowlist.parse(yaml.safe_load(new)).token != (
+        kubeconfig_allowlist.parse(yaml.safe_load(old)).token
+    )
+    assert status_through(old) == 401
+    assert status_through(new) == 200
+
+
+def test_a_rotated_ca_rewrites_every_secret(world: World) -> None:
+    names = [unique("ctp"), unique("ctp")]
+    for name in names:
+        create(world, name, f"kubeconfig-{name}")
+    for name in names:
+        ready(world, name)
+    rewritten = world.simulator.rotate_ca()
+    for name in names:
+        assert (GROUP, f"kubeconfig-{name}") in rewritten
+        text = kubeconfig_in(world, f"kubeconfig-{name}")
+        assert text is not None
+        assert kubeconfig_allowlist.parse(yaml.safe_load(text)).ca_pem == (
+            world.front.ca_pem.decode()
+        )
+        assert status_through(text) == 200
+
+
+def test_deletion_waits_then_removes_the_secret_and_the_route_then_the_control_plane(
+    world: World,
+) -> None:
+    name = unique("ctp")
+    create(world, name, f"kubeconfig-{name}")
+    found = ready(world, name)
+    assert FINALIZER in found["metadata"]["finalizers"]
+    kubeconfig = kubeconfig_in(world, f"kubeconfig-{name}")
+    assert kubeconfig is not None
+    started = time.monotonic()
+    world.space.delete("controlplanes", GROUP, name, SPACES_GROUP, SPACES_VERSION)
+    held = control_plane(world, name)
+    assert held is not None
+    assert held["metadata"].get("deletionTimestamp")
+    assert world.space.secret(GROUP, f"kubeconfig-{name}") is not None
+    wait_for(f"ControlPlane {name} gone", lambda: control_plane(world, name) is None)
+    assert time.monotonic() - started >= DELETION_DELAY
+    assert world.space.secret(GROUP, f"kubeconfig-{name}") is None
+    assert status_through(kubeconfig) == 404
+
+
+def test_crossplane_running_is_true_only_once_crossplane_runs_there(world: World) -> None:
+    name = unique("ctp")
+    create(world, name, f"kubeconfig-{name}")
+    found = ready(world, name)
+    assert condition(found, "CrossplaneRunning") | {"lastTransitionTime": None} == {
+        "type": "CrossplaneRunning",
+        "status": "False",
+        "reason": "Starting",
+        "message": "The crossplane and provider workloads are being started",
+        "lastTransitionTime": None,
+    }
+    world.running.add(name)
+    world.simulator.refresh()
+
+    def started() -> dict[str, Any] | None:
+        found = control_plane(world, name)
+        return found if condition(found, "CrossplaneRunning").get("reason") == "Started" else None
+
+    assert condition(wait_for("CrossplaneRunning", started), "CrossplaneRunning")["status"] == (
+        "True"
+    )
