@@ -9,7 +9,14 @@ provider and backup controller), then measures:
   same run;
 - seconds from applying N ControlPlanes at once until all are Ready;
 - the peak RSS (VmHWM) of core, the function, the provider and the backup
-  controller over the run.
+  controller over the run;
+- the RSS of one hosted control plane once Crossplane core runs in it (its
+  kube-apiserver and core), and the seconds until the Space reported it
+  ``CrossplaneRunning``.
+
+Every wait is against the sandbox's Space as it is by default: seconds to
+provision and to delete a control plane (``sandbox.platform``'s
+``PROVISIONING_DELAY`` and ``DELETION_DELAY``), kubeconfigs through its front.
 
     .venv/bin/python -m bench.platform [--controlplanes 20]
 """
@@ -25,8 +32,9 @@ from pathlib import Path
 from typing import Any
 
 from bench.backup_job import peak_rss_mib
-from sandbox.platform import Platform
-from sandbox.spaces import condition, wait_for
+from bench.hosted_crossplane import memory_row
+from sandbox.platform import SPACE_GROUP, Platform
+from sandbox.spaces import SPACES_GROUP, SPACES_VERSION, condition, wait_for
 
 XR = ("platform.acme.io", "v1alpha1", "controlplanes")
 INSTANCE = ("controlplane.spaces.upbound.io", "v1alpha1", "instances")
@@ -90,6 +98,37 @@ def apply_and_wait(
     return time.monotonic() - started
 
 
+def crossplane_running(platform: Platform, name: str) -> bool:
+    """Whether the Space reports Crossplane running in its ControlPlane ``name``."""
+    found = platform.space.get("controlplanes", SPACE_GROUP, name, SPACES_GROUP, SPACES_VERSION)
+    return condition(found, "CrossplaneRunning").get("status") == "True"
+
+
+def hosted_with_crossplane(platform: Platform, namespace: str, name: str) -> list[str]:
+    """Start core in the composite's hosted control plane; the report's lines."""
+    instance = platform.kube.get("instances", namespace, name, *INSTANCE[:2])
+    assert instance is not None
+    hosted = instance["metadata"]["annotations"]["crossplane.io/external-name"]
+    started = time.monotonic()
+    plane = platform.crossplane_in(hosted)
+    wait_for(
+        "the Space reporting CrossplaneRunning",
+        partial(crossplane_running, platform, hosted),
+        timeout=DEADLINE,
+    )
+    seconds = time.monotonic() - started
+    core = plane.core.process.pid if plane.core and plane.core.process else None
+    return [
+        "| process of one hosted control plane with Crossplane inside | RSS (MiB) "
+        "| peak RSS (MiB) |",
+        "|---|---:|---:|",
+        memory_row("kube-apiserver", plane.server.pid),
+        memory_row("crossplane core", core),
+        "",
+        f"Crossplane started and reported CrossplaneRunning in {seconds:.1f} s.",
+    ]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--controlplanes", type=int, default=20)
@@ -98,6 +137,10 @@ def main() -> None:
         started = time.monotonic()
         with Platform(Path(folder)) as platform:
             print(f"platform started in {time.monotonic() - started:.0f} s")
+            print(
+                f"the Space provisions in {platform.provisioning_delay:.0f} s "
+                f"and deletes in {platform.deletion_delay:.0f} s"
+            )
             repository = platform.git.repository("bench")
             repository.commit(
                 {
@@ -125,6 +168,7 @@ def main() -> None:
                     for i in range(args.controlplanes)
                 ],
             )
+            hosted = hosted_with_crossplane(platform, "bench-one", "one")
             parts = {
                 "crossplane core": platform.core.process,
                 "function": platform.function.process,
@@ -148,6 +192,8 @@ def main() -> None:
                 pid = process.pid if process is not None else None
                 rss = peak_rss_mib(pid) if pid is not None else float("nan")
                 print(f"| {name} | {rss:.0f} |")
+            print()
+            print("\n".join(hosted))
 
 
 if __name__ == "__main__":

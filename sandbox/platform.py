@@ -11,7 +11,12 @@ One etcd holds every cluster, each a kube-apiserver under its own prefix:
   production names through an ImageConfig; then the XRDs and compositions,
   as the README tells a platform team;
 - the Space: the upstream Spaces CRDs, with `SpacesSimulator` playing the
-  Spaces controller;
+  Spaces controller, slow as a Space is (`provisioning_delay`,
+  `deletion_delay`), and `SpaceFront` as its ingress: one TLS address that
+  serves the Space's own API at its root (the operator's Space kubeconfig,
+  a static bearer token) and each hosted control plane under its path
+  prefix (the connection secrets the Space writes), as an Upbound Space's
+  `spaces-router` does (see `sandbox.spacefront`);
 - one hosted control plane (API server) per Space ControlPlane, started when
   the simulator first sees it, with Crossplane core inside if the platform
   was started with `crossplane_in_hosted` or a scenario asks for it
@@ -57,12 +62,17 @@ from sandbox.paths import REPO_ROOT, UPSTREAM_CRDS
 from sandbox.pki import issue
 from sandbox.processes import Process
 from sandbox.registry import FUNCTION, PROVIDER, Registry
+from sandbox.spacefront import SpaceFront
 from sandbox.spaces import SPACES_CRD, Kube, SpacesSimulator, wait_for
 
 SPACE_GROUP = "default"
 SPACE_SECRET = "space-kubeconfig"
 BACKUP_CRDS = REPO_ROOT / "deploy" / "backup-controller" / "crds"
 INSTALL_DEADLINE = 180.0
+# How long the sandbox's Space takes to provision and to delete a control plane:
+# seconds, so every scenario meets a Space that is not instant (a real one takes minutes).
+PROVISIONING_DELAY = 3.0
+DELETION_DELAY = 3.0
 
 
 COMPOSITIONS = (
@@ -97,13 +107,17 @@ class Platform:
 
     `crossplane_in_hosted` runs Crossplane core in every hosted control plane
     as it starts (the ControlPlane is Ready once core is); without it, core
-    starts only in those a scenario asks for with `crossplane_in`.
+    starts only in those a scenario asks for with `crossplane_in`. The Space
+    reports either as the ControlPlane's `CrossplaneRunning` condition.
+    `provisioning_delay` and `deletion_delay` are the Space's, in seconds.
     """
 
     workdir: Path
     launcher: Launcher = field(default_factory=VirtualenvLauncher)
     provider_args: tuple[str, ...] = ("--poll", "5s")
     crossplane_in_hosted: bool = False
+    provisioning_delay: float = PROVISIONING_DELAY
+    deletion_delay: float = DELETION_DELAY
 
     def __post_init__(self) -> None:
         self._stack = contextlib.ExitStack()
@@ -149,7 +163,18 @@ class Platform:
         self.space = Kube(self.factory(name="space"))
         self.space.apply_crds(SPACES_CRD)
         self.space.namespace(SPACE_GROUP)
-        self.simulator = self._stack.enter_context(SpacesSimulator(self.space, self._hosted))
+        self.front = self._stack.enter_context(SpaceFront())
+        self.front.register_space(self.space.server)
+        self.simulator = self._stack.enter_context(
+            SpacesSimulator(
+                self.space,
+                self._hosted,
+                provisioning_delay=self.provisioning_delay,
+                deletion_delay=self.deletion_delay,
+                front=self.front,
+                crossplane_running=self.crossplane_running,
+            )
+        )
 
         self.core = CrossplaneCore(self.management, self.workdir / "crossplane")
         self.core.init()
@@ -218,7 +243,14 @@ class Platform:
         with self._hosted_lock:
             plane = self.hosted_control_planes[name]
         plane.start_crossplane()
+        # The Space reports it as the ControlPlane's CrossplaneRunning condition.
+        self.simulator.refresh()
         return plane
+
+    def rotate_space_ca(self) -> None:
+        """The Space's front takes a new CA: every kubeconfig it wrote, the operator's too."""
+        self.simulator.rotate_ca()
+        self._write_space_kubeconfig()
 
     def crossplane_running(self, name: str) -> bool:
         """Whether Crossplane runs in the hosted control plane `name` (False if there is none)."""
@@ -271,11 +303,15 @@ class Platform:
 
     def _connect_provider(self) -> None:
         """The Space's kubeconfig secret and the README's ClusterProviderConfig."""
-        self.kube.put_secret(
-            NAMESPACE, SPACE_SECRET, {"kubeconfig": self.space.server.kubeconfig.encode()}
-        )
+        self._write_space_kubeconfig()
         kubectl.apply(
             self.kubeconfig, REPO_ROOT / "examples" / "provider" / "clusterproviderconfig.yaml"
+        )
+
+    def _write_space_kubeconfig(self) -> None:
+        """The operator's Space kubeconfig: the front's root with the Space's token."""
+        self.kube.put_secret(
+            NAMESPACE, SPACE_SECRET, {"kubeconfig": self.front.space_kubeconfig().encode()}
         )
 
     def _install_api(self) -> None:

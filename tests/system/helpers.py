@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import itertools
+import re
 import threading
 import time
+import urllib.request
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -162,17 +165,26 @@ def app_files(value: str) -> dict[str, str]:
 
 
 class GoneTimes:
-    """Records, from a thread, the wall-clock time each watched object stopped existing."""
+    """Records, from a thread, the wall-clock time each watched object stopped existing.
+
+    ``watched`` are objects of the management cluster in ``namespace``; ``in_space``
+    are the Space's, by ``(kind, namespace, name)``.
+    """
 
     def __init__(
         self,
         platform: Platform,
         namespace: str,
         watched: dict[str, tuple[tuple[str, str, str], str]],
+        in_space: Mapping[str, tuple[tuple[str, str, str], str, str]] | None = None,
     ) -> None:
         self.platform = platform
         self.namespace = namespace
-        self.watched = watched
+        self.watched: dict[str, tuple[Kube, tuple[str, str, str], str, str]] = {
+            key: (platform.kube, kind, namespace, name) for key, (kind, name) in watched.items()
+        }
+        for key, (kind, space_namespace, name) in (in_space or {}).items():
+            self.watched[key] = (platform.space, kind, space_namespace, name)
         self.gone: dict[str, float] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True)
@@ -187,9 +199,22 @@ class GoneTimes:
 
     def _loop(self) -> None:
         while not self._stop.wait(0.05) and len(self.gone) < len(self.watched):
-            for key, (kind, name) in self.watched.items():
-                if (
-                    key not in self.gone
-                    and get(self.platform.kube, kind, self.namespace, name) is None
-                ):
+            for key, (kube, kind, namespace, name) in self.watched.items():
+                if key not in self.gone and get(kube, kind, namespace, name) is None:
                     self.gone[key] = time.time()
+
+
+_SAMPLE = re.compile(r"^([a-zA-Z_:][\w:]*)(?:\{([^}]*)\})? ([0-9.eE+-]+)$", re.MULTILINE)
+
+
+def metric_total(port: int, name: str, **labels: str) -> float:
+    """The sum of a Prometheus counter's samples (served on loopback ``port``) with ``labels``."""
+    no_proxy = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    with no_proxy.open(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+        text = response.read().decode()
+    found = 0.0
+    for sample, label_text, value in _SAMPLE.findall(text):
+        present = dict(re.findall(r'(\w+)="([^"]*)"', label_text))
+        if sample == name and all(present.get(k) == v for k, v in labels.items()):
+            found += float(value)
+    return found
