@@ -8,6 +8,7 @@ import yaml
 
 from function.names import AwsNames
 from sandbox.platform import Platform
+from sandbox.spacefront import server_url
 from sandbox.spaces import wait_for
 
 from .helpers import (
@@ -84,7 +85,9 @@ def test_the_kustomization_is_composed_only_once_the_instance_is_ready(
     assert secret is not None
     kubeconfig = yaml.safe_load(base64.b64decode(secret["data"]["kubeconfig"]))
     server = kubeconfig["clusters"][0]["cluster"]["server"]
-    assert server == platform.hosted[team.hosted].url
+    # The Space's: its front, the control plane's path prefix, a bearer token.
+    assert server == server_url(platform.front.url, "default", team.hosted)
+    assert kubeconfig["users"][0]["user"].keys() == {"token"}
 
 
 def test_a_push_to_the_git_repository_reaches_the_control_plane_and_the_composite_status(

@@ -1,7 +1,9 @@
-"""Deleting a ControlPlane: Usages order it, Flux's work is orphaned, nothing is left."""
+"""Deleting a ControlPlane: Usages order it, the Space takes its time, Flux's work is orphaned,
+nothing is left."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from sandbox.platform import Platform
@@ -47,6 +49,7 @@ def test_deleting_a_controlplane_removes_the_team_in_order_and_orphans_what_flux
     # While both ends are composed, Usages protect the Instance from going first.
     assert items(platform, USAGE, namespace), "no Usage was composed"
 
+    space_group = "default"
     watcher = GoneTimes(
         platform,
         namespace,
@@ -54,10 +57,13 @@ def test_deleting_a_controlplane_removes_the_team_in_order_and_orphans_what_flux
             "kustomization": (KUSTOMIZATION, name),
             "gitrepository": (GIT_REPOSITORY, name),
             "instance": (INSTANCE, name),
+            "composite": (XR, name),
         },
+        in_space={"space controlplane": (SPACE_CONTROLPLANE, space_group, hosted)},
     )
     with watcher:
         group, version, plural = XR
+        deleted_at = time.time()
         platform.kube.delete(plural, namespace, name, group, version)
         wait_for(
             "the composite and everything it composed gone",
@@ -68,12 +74,15 @@ def test_deleting_a_controlplane_removes_the_team_in_order_and_orphans_what_flux
             timeout=UP_DEADLINE,
         )
     assert watcher.gone["kustomization"] <= watcher.gone["instance"], watcher.gone
-    # The provider deleted the Space's ControlPlane ...
-    wait_for(
-        "the Space's ControlPlane deleted",
-        lambda: get(platform.space, SPACE_CONTROLPLANE, "default", hosted) is None,
-        timeout=UP_DEADLINE,
-    )
+    # The provider deleted the Space's ControlPlane, and the Space took its time
+    # (``deletion_delay``): the Instance went only after it. The composite itself
+    # goes at once (a plain delete lets the garbage collector delete what it
+    # composed in the background).
+    gone = watcher.gone
+    assert gone["space controlplane"] <= gone["instance"], gone
+    assert gone["space controlplane"] - deleted_at >= platform.deletion_delay, gone
+    # The Space deleted the connection secret it wrote, and the front's route with it.
+    assert platform.space.secret(space_group, f"kubeconfig-{hosted}") is None
     # ... Flux let go of what it applied (deletionPolicy Orphan) ...
     assert configmap_value(platform, hosted, "kept") == "synced"
     # ... and nothing of the team is left in the management cluster.
