@@ -7,6 +7,7 @@ import base64
 import yaml
 
 from sandbox.platform import Platform
+from sandbox.spacefront import server_url
 from sandbox.spaces import wait_for
 
 from .helpers import CLAIM, INSTANCE, SYNC_DEADLINE, create, hosted_name, unique, wait_ready
@@ -33,7 +34,7 @@ def test_a_legacy_claims_connection_secret_receives_the_control_planes_kubeconfi
     group, version, plural = INSTANCE
     instances = platform.kube.list_of(plural, namespace, group, version)
     assert [i["metadata"]["name"] for i in instances] == [composite_name]
-    hosted = platform.hosted[hosted_name(platform, namespace, composite_name)]
+    hosted = hosted_name(platform, namespace, composite_name)
 
     def kubeconfig_server() -> str | None:
         secret = platform.kube.secret(namespace, secret_name)
@@ -43,4 +44,5 @@ def test_a_legacy_claims_connection_secret_receives_the_control_planes_kubeconfi
         return str(config["clusters"][0]["cluster"]["server"])
 
     server = wait_for("the claim's connection secret", kubeconfig_server, timeout=SYNC_DEADLINE)
-    assert server == hosted.url
+    # The Space's front, and the control plane's path prefix on it.
+    assert server == server_url(platform.front.url, "default", hosted)
