@@ -301,3 +301,39 @@ def test_after_the_space_rotates_the_token_flux_and_the_next_backup_still_succee
         timeout=FIRST_BACKUP_DEADLINE,
     )
     assert backup["status"]["objects"] > 0
+
+
+def ca_of(kubeconfig: dict[str, Any]) -> str:
+    return str(kubeconfig["clusters"][0]["cluster"]["certificate-authority-data"])
+
+
+def test_after_the_spaces_ca_rotates_the_provider_and_flux_follow(platform: Platform) -> None:
+    namespace, name = unique("recertified"), "ctp"
+    repository = platform.git.repository(namespace)
+    repository.commit(app_files("first"), "first")
+    platform.kube.namespace(namespace)
+    create(platform.kube, XR, controlplane(namespace, name, repository.url))
+    wait_ready(platform, XR, namespace, name)
+    hosted = hosted_name(platform, namespace, name)
+    old = ca_of(instance_kubeconfig(platform, namespace, name))
+
+    # Every kubeconfig the Space wrote, and the operator's Space kubeconfig, change.
+    platform.rotate_space_ca()
+    wait_for(
+        "the Instance's connection secret with the new CA",
+        lambda: ca_of(instance_kubeconfig(platform, namespace, name)) != old,
+        timeout=PROVIDER_POLL + COMPOSE_SLACK,
+    )
+    repository.commit(
+        {**app_files("first"), "app/greeting.yaml": configmap("greeting", "after-new-ca")},
+        "after the new CA",
+    )
+    wait_for(
+        "the pushed ConfigMap in the hosted control plane",
+        lambda: configmap_value(platform, hosted, "greeting") == "after-new-ca",
+        timeout=SYNC_DEADLINE,
+    )
+    # The provider reaches the Space with the operator's new kubeconfig: a new
+    # composite gets its control plane.
+    create(platform.kube, XR, bare(namespace, "after"))
+    wait_ready(platform, XR, namespace, "after")
