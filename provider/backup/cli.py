@@ -6,14 +6,16 @@ the controllers' own code: ``export`` writes the archive a Backup writes
 does (``archive.verify`` with ``export.restorable`` and the same ``Limits``),
 and ``restore`` applies it as the provider does (``restore.apply_archive``),
 or with ``--dry-run`` shows what it would create, change or leave unchanged
-(``dryrun``). ``ls`` lists a namespace's Backups or the archives under a
-prefix (``listing``), verifying each with ``--verify``. An archive is a local
-file or ``s3://bucket/key``, reached through ``storage`` with the pod-identity
-chain the controllers use (the standard AWS environment, then ``--role-arn``).
+(``dryrun``). An archive is a local file or ``s3://bucket/key``, reached
+through ``storage`` with the pod-identity chain the controllers use (the
+standard AWS environment, then ``--role-arn``).
 
 The kubeconfig is the engineer's own and trusted, as ``--kubeconfig`` is for
 the controllers. Errors are one line naming what failed (a bad flag: a usage
 error naming it); a Secret's values are never printed.
+
+``ls`` lists a namespace's Backups or the archives under a prefix
+(``listing``); ``--verify`` reads each archive as ``verify`` does.
 """
 
 from __future__ import annotations

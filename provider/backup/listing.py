@@ -35,6 +35,9 @@ class Entry:
     instance: str
     # The archive's sha256, as the Backup recorded it.
     sha256: str = ""
+    # The source's versions, where export.yaml records them (archives of before do not).
+    kubernetes: str = ""
+    crossplane: str = ""
     # None: not checked (no --verify, or no archive); then True or False.
     verified: bool | None = None
     # Why it does not verify.
@@ -98,6 +101,8 @@ def document(entries: Sequence[Entry]) -> list[dict[str, Any]]:
             "objects": entry.objects,
             "instance": entry.instance or None,
             "sha256": entry.sha256 or None,
+            "kubernetesVersion": entry.kubernetes or None,
+            "crossplaneVersion": entry.crossplane or None,
             "verified": entry.verified,
             "problem": entry.problem or None,
         }
@@ -108,7 +113,17 @@ def document(entries: Sequence[Entry]) -> list[dict[str, Any]]:
 def table(entries: Sequence[Entry]) -> str:
     """The entries as columns, a header first; ``-`` where a value is unknown."""
     # VERIFIED last: a reason it does not verify is free text.
-    header = ("NAME", "TIME", "PHASE", "SIZE", "OBJECTS", "INSTANCE", "LOCATION", "VERIFIED")
+    header = (
+        "NAME",
+        "TIME",
+        "PHASE",
+        "SIZE",
+        "OBJECTS",
+        "INSTANCE",
+        "VERSIONS",
+        "LOCATION",
+        "VERIFIED",
+    )
     rows = [header] + [
         (
             entry.name,
@@ -117,6 +132,7 @@ def table(entries: Sequence[Entry]) -> str:
             "-" if entry.size is None else str(entry.size),
             "-" if entry.objects is None else str(entry.objects),
             entry.instance or "-",
+            _versions(entry),
             entry.location or "-",
             _verdict(entry),
         )
@@ -128,6 +144,16 @@ def table(entries: Sequence[Entry]) -> str:
         + "\n"
         for row in rows
     )
+
+
+def _versions(entry: Entry) -> str:
+    """``k8s=<version>,xp=<version>``, what is known of it; ``-`` for nothing."""
+    known = [
+        f"{label}={version}"
+        for label, version in (("k8s", entry.kubernetes), ("xp", entry.crossplane))
+        if version
+    ]
+    return ",".join(known) or "-"
 
 
 def _verdict(entry: Entry) -> str:

@@ -184,6 +184,7 @@ def test_the_table_has_a_header_and_one_line_per_archive(
         "SIZE",
         "OBJECTS",
         "INSTANCE",
+        "VERSIONS",
         "LOCATION",
         "VERIFIED",
     ]

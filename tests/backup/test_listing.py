@@ -112,8 +112,20 @@ def test_an_archive_in_s3_is_named_by_its_file_without_the_suffix() -> None:
 
 
 def test_json_gives_null_for_what_is_unknown_and_the_table_a_dash() -> None:
+    """The source versions show where the archive records them, as nothing where not."""
     found = [
-        Entry("ok", "s3://b/k.tar.gz", AT, "", 9, 3, "team-a/x", verified=True),
+        Entry(
+            "ok",
+            "s3://b/k.tar.gz",
+            AT,
+            "",
+            9,
+            3,
+            "team-a/x",
+            kubernetes="v1.31.0",
+            crossplane="2.1.4-up.2",
+            verified=True,
+        ),
         Entry("bad", "s3://b/bad.tar.gz", AT, "", 5, None, "", verified=False, problem="truncated"),
     ]
     assert document(found)[1] == {
@@ -125,6 +137,8 @@ def test_json_gives_null_for_what_is_unknown_and_the_table_a_dash() -> None:
         "objects": None,
         "instance": None,
         "sha256": None,
+        "kubernetesVersion": None,
+        "crossplaneVersion": None,
         "verified": False,
         "problem": "truncated",
     }
@@ -137,7 +151,9 @@ def test_json_gives_null_for_what_is_unknown_and_the_table_a_dash() -> None:
         "9",
         "3",
         "team-a/x",
+        "k8s=v1.31.0,xp=2.1.4-up.2",
         "s3://b/k.tar.gz",
         "yes",
     ]
-    assert second.split()[-2:] == ["no:", "truncated"]
+    assert document(found)[0]["crossplaneVersion"] == "2.1.4-up.2"
+    assert second.split()[-4:] == ["-", "s3://b/bad.tar.gz", "no:", "truncated"]
