@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 import yaml
+from kubernetes.client.exceptions import ApiException
 
 from provider.backup.backups import ARCHIVE_FINALIZER, BackupReconciler
 from provider.backup.storage import StorageSpec, Store
@@ -204,3 +205,42 @@ def test_a_backup_is_looked_at_again_at_its_expiry_and_then_deleted_with_its_arc
     assert "BackupExpired" in team.reasons(name)
     if key:
         assert not team.store().exists(key)
+
+
+@dataclass(frozen=True)
+class RefusedCase:
+    reason: str
+    spec: dict[str, Any]
+    field: str
+
+
+REFUSED_CASES = [
+    RefusedCase(
+        "A policy other than Orphan or Delete (such as Retain) is refused.",
+        {"deletionPolicy": "Retain"},
+        "spec.deletionPolicy",
+    ),
+    RefusedCase("A ttl that is not a Go duration is refused.", {"ttl": "7d"}, "spec.ttl"),
+]
+
+
+@pytest.mark.parametrize("case", REFUSED_CASES, ids=lambda case: case.reason)
+def test_the_api_server_refuses_a_bad_policy_or_ttl_naming_the_field(
+    case: RefusedCase, team: Team
+) -> None:
+    name = fresh_name("refused")
+    with pytest.raises(ApiException) as refused:
+        team.create(name, case.spec)
+    assert refused.value.status == 422
+    assert case.field in str(refused.value.body)
+    assert team.get(name) is None
+
+
+def test_a_backups_policy_cannot_change_once_made(team: Team) -> None:
+    """Like Spaces', the spec is immutable: keeping a Delete Backup's archive is the Retain mark."""
+    name = fresh_name("immutable")
+    team.create(name, {"deletionPolicy": "Delete"})
+    with pytest.raises(ApiException) as refused:
+        team.planes.local.patch("backups", NAMESPACE, name, {"spec": {"deletionPolicy": "Orphan"}})
+    assert refused.value.status == 422
+    assert "spec is immutable" in str(refused.value.body)
