@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 import yaml
 
+from provider.backup.schedules import INSTANCE_LABEL
 from provider.backup.storage import StorageSpec, Store
 from sandbox.apiserver import APIServerFactory, Etcd
 from sandbox.controller_manager import ControllerManager
@@ -317,6 +318,8 @@ def test_a_deleted_schedule_takes_a_final_backup_that_outlives_it_and_keeps_ever
     assert name.startswith("myctp-final-") and len(name) == len("myctp-final-20261203093015")
     assert "ownerReferences" not in final["metadata"]
     assert final["metadata"]["labels"][FINAL_OF] == "myctp"
+    # Found by the control plane it holds, as a scheduled Backup is.
+    assert final["metadata"]["labels"][INSTANCE_LABEL] == held["spec"]["instanceRef"]["name"]
     assert final["metadata"]["annotations"][RETAIN] == "Retain"
     assert final["spec"]["storage"] == held["spec"]["storage"]
     assert final["spec"]["ttl"] == "24h"

@@ -59,6 +59,7 @@ def test_every_scenario_of_the_issue_has_an_example_with_both_observed_steps() -
         "backup-dedicated-bucket",
         "backup-existing-bucket",
         "restore",
+        "restore-latest",
         "legacy-claim",
     }
     for folder in folders:
@@ -106,10 +107,12 @@ def test_crossplane_render_validate_and_the_in_process_render_agree(
     for obj in rendered:
         assert problems(obj) == []
 
+    required = case.path / "required"
     ours = in_process.render(
         _documents(case.path / "xr.yaml")[0],
         _input(_documents(case.composition)),
         _documents(observed),
+        required=_documents(required) if required.is_dir() else [],
     )
     assert ours[0]["status"] == xr["status"]
     assert ours[1:] == composed
@@ -210,13 +213,18 @@ def test_the_in_process_render_takes_crossplane_renders_arguments_and_prints_the
     # The same command line, but the program: the XR, the Composition and the
     # Functions in order, with the observed resources, the full XR and the
     # function's results.
+    # and the resources the function may ask for, when the example has them.
     folder = case.path if case else late_restore(tmp_path)
     args = [
         "xr.yaml",
         str(case.composition if case else COMPOSITION),
         "functions.yaml",
-        "-o",
-        "observed/created",
+        *(
+            ["-o", "observed/created"]
+            if any((folder / "observed" / "created").glob("*.yaml"))
+            else []
+        ),
+        *(["-e", "required"] if (folder / "required").is_dir() else []),
         "--include-full-xr",
         "-r",
     ]
