@@ -86,6 +86,9 @@ class Outcome:
     ttl: timedelta = SETTLED_TTL
     # Resources Crossplane is to fetch and pass to the next call (function.restore).
     requirements: tuple[restore.Requirement, ...] = ()
+    # The composite is not Ready whatever its composed resources are: its Instance is
+    # held back (a composite composing nothing would otherwise be Ready).
+    held_back: bool = False
 
 
 def compose(observed: Observed, raw_input: Any) -> Outcome:
@@ -145,6 +148,7 @@ class _Composition:
         self.conditions: list[Condition] = []
         self.requirements: list[restore.Requirement] = []
         self.awaiting = False
+        self.held_back = False
         # The composition resource names of the Kustomizations composed, in stage order.
         self.kustomizations: list[str] = []
 
@@ -163,6 +167,7 @@ class _Composition:
             warnings=tuple(self.warnings),
             ttl=SETTLED_TTL if settled else PENDING_TTL,
             requirements=tuple(self.requirements),
+            held_back=self.held_back,
         )
 
     def _ready(self, name: str) -> bool:
@@ -175,7 +180,7 @@ class _Composition:
         if isinstance(restoring, Condition):
             # The Backup to restore is not known yet: the Instance waits, it never
             # comes up empty.
-            self.awaiting = True
+            self.awaiting = self.held_back = True
         else:
             self.desired[INSTANCE] = instance.instance(self.target, restoring)
         ready = self._ready(INSTANCE)

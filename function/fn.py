@@ -147,6 +147,8 @@ def apply(outcome: Outcome, rsp: fnv1.RunFunctionResponse) -> None:
                 target=fnv1.TARGET_COMPOSITE_AND_CLAIM,
             )
         )
+    if outcome.held_back:
+        rsp.desired.composite.ready = fnv1.READY_FALSE
     for requirement in outcome.requirements:
         response.require_resources(
             rsp,

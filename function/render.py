@@ -201,7 +201,9 @@ def _composite(
     if metadata.get("namespace"):
         out["metadata"]["namespace"] = metadata["namespace"]
     ready: dict[str, Any] = {"type": "Ready", "status": "True", "reason": "Available"}
-    if unready:
+    if rsp.desired.composite.ready == fnv1.READY_FALSE:
+        ready = {"type": "Ready", "status": "False", "reason": "Creating"}
+    elif unready:
         ready = {
             "type": "Ready",
             "status": "False",

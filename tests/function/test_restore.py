@@ -285,9 +285,12 @@ def test_a_restore_from_a_control_plane_is_resolved_once_before_the_instance_is_
         assert "instance" not in outcome.resources
         assert "restore" not in outcome.status
         assert outcome.ttl == c.PENDING_TTL
+        # Composing nothing, the composite would be Ready: it says it is not.
+        assert outcome.held_back
     else:
         assert restored_from(outcome) == case.want
         assert outcome.status["restore"] == {"backupName": case.want}
+        assert not outcome.held_back
     assert bool(outcome.requirements) == case.asks
     instance_ready = next(cond for cond in outcome.conditions if cond.type == c.INSTANCE_READY)
     assert instance_ready.reason == case.reason_code
@@ -376,3 +379,4 @@ def test_over_grpc_a_requirement_that_matched_nothing_is_told_from_one_not_fetch
     rsp = fn.run(fetched_nothing)
     warnings = [r.message for r in rsp.results if r.severity == fnv1.SEVERITY_WARNING]
     assert any("no Completed Backup of control plane myctp" in w for w in warnings)
+    assert rsp.desired.composite.ready == fnv1.READY_FALSE
