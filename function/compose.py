@@ -223,7 +223,8 @@ class _Composition:
                     "spec.restore is honoured only when the instance is first created; "
                     "the existing instance is left as it is"
                 )
-            return self._restoring(str(kept)) if asked and kept else None
+            # Kept even with no restore asked: the field is immutable on the Instance.
+            return self._restoring(str(kept)) if kept else None
         if asked is None:
             return None
         if asked.backup_name is not None:
