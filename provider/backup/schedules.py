@@ -18,6 +18,7 @@ Completed or Failed, or the bounded wait is over: saying so in an event and the
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -41,6 +42,12 @@ FINALIZER = "controlplane.spaces.upbound.io/final-backup"
 # takes a final Backup of its own).
 FINAL_BACKUP_OF = "controlplane.spaces.upbound.io/final-backup-of"
 FINAL_BACKUP_OF_UID = "controlplane.spaces.upbound.io/final-backup-of-uid"
+# On every Backup a schedule makes, scheduled and final: the Instance backed up, by
+# which a composite's spec.restore.fromControlPlane finds that control plane's
+# newest Backup (the function's function.restore.INSTANCE_LABEL; a test holds the
+# two equal). Left off when the name cannot be a label value (over 63 characters).
+INSTANCE_LABEL = "controlplane.spaces.upbound.io/instance"
+_LABEL_VALUE = re.compile(r"([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?")
 FINAL_CONDITION = "FinalBackup"
 # The API server's answer to a create in a namespace being deleted.
 TERMINATING = "because it is being terminated"
@@ -130,6 +137,9 @@ def backup_of(
         backup_spec["ttl"] = str(spec.get("ttl") or "168h")
     if spec.get("excludedResources"):
         backup_spec["excludedResources"] = [str(name) for name in spec["excludedResources"]]
+    instance = str(backup_spec["instanceRef"].get("name") or "")
+    if instance and _LABEL_VALUE.fullmatch(instance):
+        labels = {**labels, INSTANCE_LABEL: instance}
     return {
         "apiVersion": BACKUPS.api_version,
         "kind": BACKUPS.kind,

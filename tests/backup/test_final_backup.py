@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 import yaml
 
+from provider.backup.schedules import INSTANCE_LABEL
 from provider.backup.storage import StorageSpec, Store
 from sandbox.apiserver import APIServerFactory, Etcd
 from sandbox.controller_manager import ControllerManager
@@ -318,6 +319,8 @@ def test_a_deleted_schedule_takes_a_final_backup_that_outlives_it_and_keeps_ever
     assert final["metadata"]["labels"][FINAL_OF] == "myctp"
     assert final["spec"]["deletionPolicy"] == "Orphan"
     assert "finalizers" not in final["metadata"]
+    # Found by the control plane it holds, as a scheduled Backup is.
+    assert final["metadata"]["labels"][INSTANCE_LABEL] == held["spec"]["instanceRef"]["name"]
     assert final["spec"]["storage"] == held["spec"]["storage"]
     assert "ttl" not in final["spec"], "a final Backup never expires"
     assert final["status"]["phase"] == "Completed", final["status"]
