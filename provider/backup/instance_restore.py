@@ -14,8 +14,10 @@ The target's Crossplane version is the Instance's
 ``status.atProvider.crossplaneVersion`` (the Space's word). A restore the
 version check refuses (the control plane on an older Crossplane minor than
 the archive's) ends Failed before anything is applied, its ``Restored``
-condition naming both versions, with a Warning event; it is retried, so it
-goes on once the Space has upgraded the control plane. A newer minor, or
+condition naming both versions, with a Warning event; it is tried again once
+the control plane runs another version (the Space upgraded it) or the
+provider restarts, not at every poll: that would download the archive again
+only to refuse it. A newer minor, or
 versions that could not be compared, is noted in a Normal event.
 """
 
@@ -104,6 +106,8 @@ class InstanceRestore:
         self.events = EventRecorder(restorer.local)
         # Where each restore in the pool stands, for the reconcile to record.
         self._progress: dict[Key, Progress] = {}
+        # (Backup, Crossplane version of the control plane) the version check refused.
+        self._refused: dict[Key, tuple[str, str]] = {}
 
     async def run(
         self, managed: ManagedObject, backup_name: str, kubeconfig: bytes | None
@@ -121,6 +125,12 @@ class InstanceRestore:
         if job is None:
             if recorded.get("backupName") == backup_name and recorded.get("phase") == COMPLETED:
                 return None
+            running = str(at_provider.get("crossplaneVersion") or "")
+            if self._refused.get(key) == (backup_name, running) and recorded.get("message"):
+                # Refused for this version already: its record and condition stand.
+                return conditions.unavailable(
+                    f"restore from Backup {backup_name} failed: {recorded['message']}"
+                )
             if not kubeconfig:
                 set_restored(managed, pending(backup_name, "its control plane has a kubeconfig"))
                 return conditions.unavailable(
@@ -134,7 +144,6 @@ class InstanceRestore:
                 # Refused before the restorer could say so.
                 return _ended(managed, first.failed(str(error)), str(error))
             about = _event_subject(managed)
-            running = str(at_provider.get("crossplaneVersion") or "")
             job = self.pool.start(
                 key,
                 backup_name,
@@ -173,11 +182,13 @@ class InstanceRestore:
         key = (str(metadata.get("namespace") or ""), str(metadata["name"]))
         await self.pool.cancel(key)
         self._progress.pop(key, None)
+        self._refused.pop(key, None)
 
     async def close(self) -> None:
         """Stop every restore; each resumes from its record when the provider starts again."""
         await self.pool.close()
         self._progress.clear()
+        self._refused.clear()
 
     async def _restore(  # noqa: PLR0917 (one restore's parts, passed once)
         self,
@@ -191,6 +202,10 @@ class InstanceRestore:
         throttle = Throttle(self.interval)
 
         async def checked(found: Compatibility) -> None:
+            if not found.allowed:
+                self._refused[key] = (backup_name, running)
+            else:
+                self._refused.pop(key, None)
             if found.verdict == "SameMinor":
                 return
             kind, reason = (

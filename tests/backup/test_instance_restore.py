@@ -249,7 +249,20 @@ def test_an_archive_from_a_newer_crossplane_is_refused_naming_both_versions_appl
     assert source.kubernetes.startswith("v1.")
 
     local.create("instances", restoring_instance("too-old", "future"))
-    refused = reconcile(local, "too-old", seaweed.endpoint, restore_ended)
+    location = local.get("backups", NAMESPACE, "future")["status"]["location"]  # type: ignore[index]
+    store = Store.connect(StorageSpec(bucket=location["bucket"], endpoint=seaweed.endpoint))
+    ended: list[dict[str, Any]] = []
+
+    def refused_and_not_fetched_again(found: dict[str, Any] | None) -> bool:
+        if found is None or not restore_ended(found):
+            return False
+        ended.append(found)
+        if len(ended) == 1:
+            # A retry for the same version would now fail to fetch the archive.
+            store.delete(location["key"])
+        return len(ended) == 4
+
+    refused = reconcile(local, "too-old", seaweed.endpoint, refused_and_not_fetched_again)
 
     assert refused is not None
     running = refused["status"]["atProvider"]["crossplaneVersion"]
