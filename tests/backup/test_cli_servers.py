@@ -21,6 +21,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -585,3 +586,54 @@ def test_a_restore_into_an_older_crossplane_minor_is_refused_unless_forced(
             "from Crossplane 2.1.4-up.2"
         )
         assert older.core.list_namespace(field_selector="metadata.name=versioned-app").items
+
+
+def test_an_archive_made_before_export_left_crossplanes_objects_out_restores_without_them(
+    kube_etcd: Etcd, tmp_path: Path
+) -> None:
+    secrets = archive.ResourceType("secrets", "", "v1", "Secret", namespaced=True)
+    configmaps = archive.ResourceType("configmaps", "", "v1", "ConfigMap", namespaced=True)
+    namespaces = archive.ResourceType("namespaces", "", "v1", "Namespace", namespaced=False)
+    revision = {"apiVersion": "pkg.crossplane.io/v1", "kind": "ProviderRevision", "name": "p-1"}
+    sink = io.BytesIO()
+    writer = archive.ArchiveWriter(sink)
+    for name in ("crossplane-system", "app"):
+        writer.add(namespaces, {"metadata": {"name": name}})
+    writer.add(
+        secrets,
+        {"metadata": {"name": "crossplane-root-ca", "namespace": "crossplane-system"}},
+    )
+    writer.add(
+        secrets,
+        {
+            "metadata": {
+                "name": "provider-tls",
+                "namespace": "crossplane-system",
+                "ownerReferences": [{**revision, "uid": "u-1", "controller": True}],
+            }
+        },
+    )
+    writer.add(configmaps, {"metadata": {"name": "settings", "namespace": "app"}})
+    writer.finish(instance="old", exported_at=datetime.now(UTC), options={})
+    path = tmp_path / "old.tar.gz"
+    path.write_bytes(sink.getvalue())
+    with APIServerFactory(kube_etcd) as factory:
+        target = Kube(factory(name="cli-skips"))
+
+        planned = invoke("restore", str(path), "--kubeconfig", kubeconfig(target), "--dry-run")
+        restored = invoke("restore", str(path), "--kubeconfig", kubeconfig(target), "-q")
+
+        assert planned.exit_code == 0, planned.output
+        skipped = [line for line in planned.stdout.splitlines() if line.startswith("skip")]
+        assert skipped == [
+            "skip      Secret crossplane-system/crossplane-root-ca (a TLS Secret of "
+            "Crossplane's own install, which makes its own)",
+            "skip      Secret crossplane-system/provider-tls (owned by a package or its "
+            "revision, which the package manager makes again)",
+        ]
+        assert restored.exit_code == 0, restored.output
+        assert target.core.read_namespaced_config_map("settings", "app").metadata.name
+        names = {
+            s.metadata.name for s in target.core.list_namespaced_secret("crossplane-system").items
+        }
+        assert not names & {"crossplane-root-ca", "provider-tls"}
