@@ -15,6 +15,9 @@ the controllers use (the standard AWS environment, then ``--role-arn``).
 The kubeconfig is the engineer's own and trusted, as ``--kubeconfig`` is for
 the controllers. Errors are one line naming what failed (a bad flag: a usage
 error naming it); a Secret's values are never printed.
+
+``ls`` lists a namespace's Backups or the archives under a prefix
+(``listing``); ``--verify`` reads each archive as ``verify`` does.
 """
 
 from __future__ import annotations
@@ -28,14 +31,15 @@ import re
 import sys
 import tempfile
 from collections.abc import Callable, Coroutine, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any, TypeVar
 
 import click
 
-from provider.backup import archive, inventory
+from provider.backup import archive, inventory, listing
+from provider.backup.backups import BACKUPS
 from provider.backup.dryrun import DryRun
 from provider.backup.export import estimate, restorable, write_archive
 from provider.backup.progress import Progress
@@ -310,6 +314,110 @@ def describe(source: S3Location | str, output: str, **flags: Any) -> None:
             click.echo(json.dumps(inventory.document(manifest), indent=2))
         else:
             click.echo(inventory.table(manifest), nl=False)
+
+
+# Listing backups.
+
+
+def _checked(entry: listing.Entry, storage: StorageOptions) -> listing.Entry:
+    """The entry with what reading its archive found: verified, or why not."""
+    bucket, _, key = entry.location.removeprefix(S3_SCHEME).partition("/")
+    try:
+        with _opened(S3Location(bucket, key), storage) as file:
+            verified = _verify(file)
+            with verified.manifest as manifest:
+                found = replace(
+                    entry,
+                    objects=manifest.objects,
+                    instance=entry.instance or inventory.printable(manifest.instance),
+                    sha256=verified.sha256,
+                    kubernetes=manifest.source.kubernetes,
+                    crossplane=manifest.source.crossplane,
+                    verified=True,
+                )
+    except (archive.ArchiveError, StorageError) as error:
+        return replace(entry, verified=False, problem=str(error))
+    if entry.sha256 and entry.sha256 != verified.sha256:
+        return replace(found, verified=False, problem="its sha256 is not the Backup's")
+    return found
+
+
+@main.command("ls")
+@click.argument("prefix", required=False, type=S3Url(prefix=True))
+@click.option(
+    "-n",
+    "--namespace",
+    default="",
+    help="List this namespace's Backups (from the API server of --kubeconfig) instead.",
+)
+@click.option(
+    "--kubeconfig",
+    envvar="KUBECONFIG",
+    show_envvar=True,
+    type=click.Path(exists=True, dir_okay=False),
+    help="The kubeconfig of the cluster holding the Backups (with --namespace).",
+)
+@click.option(
+    "--verify",
+    "check",
+    is_flag=True,
+    help="Download each archive and check it as a restore would (reads every archive in full).",
+)
+@click.option(
+    "-o",
+    "--output",
+    type=click.Choice(["table", "json"]),
+    default="table",
+    show_default=True,
+    help="The format.",
+)
+@_storage_flags
+def ls(
+    prefix: S3Location | None,
+    namespace: str,
+    kubeconfig: str | None,
+    *,
+    check: bool,
+    output: str,
+    **flags: Any,
+) -> None:
+    """List backups, newest first: a namespace's Backups, or the archives under s3://bucket/prefix/.
+
+    Sizes and object counts come from the Backups' status, or sizes from the
+    bucket's listing; --verify reads each archive (the whole of it) for its
+    object count and whether a restore would take it. The archives are read with
+    your AWS identity and the storage flags, never with a Backup's endpoint.
+    """
+    storage = _storage(flags)
+    if (prefix is None) == (not namespace):
+        raise click.UsageError("pass exactly one of s3://bucket/prefix/ and -n/--namespace")
+    if namespace and kubeconfig is None:
+        raise click.UsageError("-n/--namespace needs --kubeconfig (or KUBECONFIG)")
+
+    async def entries() -> list[listing.Entry]:
+        if prefix is not None:
+            stored = storage.store(prefix.bucket).objects_under(
+                prefix.key, suffix=listing.ARCHIVE_SUFFIX
+            )
+            found = [listing.from_object(prefix.bucket, item) for item in stored]
+        else:
+            assert kubeconfig is not None  # checked above
+            cluster = await Cluster.from_environment(kubeconfig)
+            try:
+                backups, _ = await cluster.list(BACKUPS, namespace)
+            finally:
+                await cluster.close()
+            found = [listing.from_backup(backup) for backup in backups]
+        found = listing.newest_first(found)
+        if check:
+            found = [_checked(entry, storage) if entry.location else entry for entry in found]
+        return found
+
+    found = _run(entries())
+    if output == "json":
+        click.echo(json.dumps(listing.document(found), indent=2))
+    else:
+        click.echo(listing.table(found), nl=False)
 
 
 # Writing an archive.

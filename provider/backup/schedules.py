@@ -4,10 +4,13 @@ The decisions are ``backup.plan``'s and ``backup.final``'s; this module reads
 and writes the objects. Backups are named after the firing time they are for,
 so a controller restarted around a due time never makes two.
 
-A schedule holds a finalizer. Being deleted, it first marks the Backups it owns
-``deletion-policy: Retain`` (the garbage collector deletes them once the
-schedule is gone, and their archives must stay restorable in the bucket), then
-takes its final Backup, not owned by it, and lets go once that Backup is
+The Backups a schedule makes carry its ttl and ``deletionPolicy: Delete``;
+it prunes them itself. A schedule holds a finalizer. Being deleted, it first
+marks the Backups it owns ``deletion-policy: Retain`` (the garbage collector
+deletes them once the schedule is gone, and their archives must stay
+restorable in the bucket), then takes its final Backup, not owned by it,
+``deletionPolicy: Orphan`` and without a ttl (so it and its archive outlive
+the control plane), and lets go once that Backup is
 Completed or Failed, or the bounded wait is over: saying so in an event and the
 ``FinalBackup`` condition, and in an event on the composite that owns it.
 """
@@ -21,16 +24,10 @@ from typing import Any
 
 from provider import kube
 from provider.backup import final
-from provider.backup.backups import (
-    BACKUP_SCHEDULES,
-    BACKUPS,
-    DELETION_POLICY,
-    RETAIN,
-    check_storage,
-    controller_of,
-)
+from provider.backup.backups import BACKUP_SCHEDULES, BACKUPS, check_storage, controller_of
 from provider.backup.cron import Cron, CronError
 from provider.backup.plan import BackupRecord, parse_ttl, plan
+from provider.backup.retention import DELETION_POLICY_ANNOTATION, RETAIN, DeletionPolicy
 from provider.backup.tenancy import EndpointPolicy, TenancyError
 from provider.events import EventRecorder
 from provider.kube import Cluster
@@ -116,14 +113,21 @@ def backup_of(
     *,
     labels: dict[str, str],
     annotations: dict[str, str],
+    policy: DeletionPolicy,
+    expires: bool,
 ) -> dict[str, Any]:
-    """A Backup of what the schedule backs up, less what it excludes, where it stores it."""
+    """A Backup of what the schedule backs up, less what it excludes, where it stores it.
+
+    ``expires``: it carries the schedule's ttl; else it has none and never expires.
+    """
     spec = schedule.get("spec") or {}
     backup_spec: dict[str, Any] = {
         "instanceRef": dict(spec.get("instanceRef") or {}),
         "storage": dict(spec.get("storage") or {}),
-        "ttl": str(spec.get("ttl") or "168h"),
+        "deletionPolicy": policy.value,
     }
+    if expires:
+        backup_spec["ttl"] = str(spec.get("ttl") or "168h")
     if spec.get("excludedResources"):
         backup_spec["excludedResources"] = [str(name) for name in spec["excludedResources"]]
     return {
@@ -241,6 +245,8 @@ class ScheduleReconciler:
             name,
             labels={SCHEDULE_LABEL: metadata["name"]},
             annotations={SCHEDULED_FOR: _format(at)},
+            policy=DeletionPolicy.DELETE,
+            expires=True,
         )
         backup["metadata"]["ownerReferences"] = [
             {
@@ -325,27 +331,33 @@ class ScheduleReconciler:
         for backup in owned:
             owner = controller_of(backup) or {}
             annotations = backup["metadata"].get("annotations") or {}
-            if owner.get("uid") != metadata["uid"] or annotations.get(DELETION_POLICY) == RETAIN:
+            if (
+                owner.get("uid") != metadata["uid"]
+                or annotations.get(DELETION_POLICY_ANNOTATION) == RETAIN
+            ):
                 continue
             try:
                 await self.local.merge_patch(
                     BACKUPS,
                     metadata["namespace"],
                     backup["metadata"]["name"],
-                    {"metadata": {"annotations": {DELETION_POLICY: RETAIN}}},
+                    {"metadata": {"annotations": {DELETION_POLICY_ANNOTATION: RETAIN}}},
                 )
             except kube.NotFoundError:
                 continue  # already gone
 
     async def _create_final(self, schedule: Mapping[str, Any], name: str) -> None:
         metadata = schedule["metadata"]
-        # Not owned by the schedule, so it outlives it; and its archive outlives the
-        # Backup, whose role usually goes with the composite.
+        # Not owned by the schedule, so it outlives it; no ttl, so it stays until a
+        # team deletes it; Orphan, so its archive outlives the Backup (whose role
+        # usually goes with the composite) and no finalizer holds a namespace.
         backup = backup_of(
             schedule,
             name,
             labels={FINAL_BACKUP_OF: metadata["name"], FINAL_BACKUP_OF_UID: metadata["uid"]},
-            annotations={DELETION_POLICY: RETAIN},
+            annotations={},
+            policy=DeletionPolicy.ORPHAN,
+            expires=False,
         )
         # Made before a restart, if it exists: the name is the deletion time.
         await self._create_once(
