@@ -140,6 +140,8 @@ class Target:
 
     kubeconfig: dict[str, Any]
     instance: str
+    # What the Space says the control plane runs (status.atProvider.crossplaneVersion).
+    crossplane_version: str = ""
 
 
 class BackupReconciler:
@@ -292,7 +294,9 @@ class BackupReconciler:
             detail = str(error).removeprefix("kubeconfig: ")
             msg = f"the kubeconfig of Instance {namespace}/{ref}: {detail}"
             raise SourceRefusedError(msg, CONTROL_PLANE_HOST_NOT_ALLOWED) from None
-        return Target(kubeconfig, f"{namespace}/{ref}")
+        at_provider = (instance.get("status") or {}).get("atProvider") or {}
+        version = at_provider.get("crossplaneVersion")
+        return Target(kubeconfig, f"{namespace}/{ref}", version if isinstance(version, str) else "")
 
     async def _space_server(self, instance: Mapping[str, Any]) -> str | None:
         """The URL of the Space the Instance's provider config names; None when unknown.
@@ -359,6 +363,7 @@ class BackupReconciler:
                         exported_at=exported_at,
                         excluded=excluded,
                         limits=self.limits,
+                        crossplane_version=target.crossplane_version,
                     )
         except TimeoutError:
             if not deadline.expired():

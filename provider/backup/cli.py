@@ -6,9 +6,11 @@ the controllers' own code: ``export`` writes the archive a Backup writes
 does (``archive.verify`` with ``export.restorable`` and the same ``Limits``),
 and ``restore`` applies it as the provider does (``restore.apply_archive``),
 or with ``--dry-run`` shows what it would create, change or leave unchanged
-(``dryrun``). An archive is a local file or ``s3://bucket/key``, reached
-through ``storage`` with the pod-identity chain the controllers use (the
-standard AWS environment, then ``--role-arn``).
+(``dryrun``). ``restore`` first holds the archive's Crossplane version
+against the one the control plane reports (``restore.target_compatibility``)
+and refuses an older minor unless ``--force``. An archive is a local file or
+``s3://bucket/key``, reached through ``storage`` with the pod-identity chain
+the controllers use (the standard AWS environment, then ``--role-arn``).
 
 The kubeconfig is the engineer's own and trusted, as ``--kubeconfig`` is for
 the controllers. Errors are one line naming what failed (a bad flag: a usage
@@ -41,7 +43,7 @@ from provider.backup.backups import BACKUPS
 from provider.backup.dryrun import DryRun
 from provider.backup.export import estimate, restorable, write_archive
 from provider.backup.progress import Progress
-from provider.backup.restore import RestoreError, apply_archive
+from provider.backup.restore import RestoreError, apply_archive, target_compatibility
 from provider.backup.storage import AssumeRoleWith, StorageError, StorageSpec, Store
 from provider.kube import Cluster, KubeError
 
@@ -329,6 +331,8 @@ def _checked(entry: listing.Entry, storage: StorageOptions) -> listing.Entry:
                     objects=manifest.objects,
                     instance=entry.instance or inventory.printable(manifest.instance),
                     sha256=verified.sha256,
+                    kubernetes=manifest.source.kubernetes,
+                    crossplane=manifest.source.crossplane,
                     verified=True,
                 )
     except (archive.ArchiveError, StorageError) as error:
@@ -570,7 +574,7 @@ async def _dry_run(
     target: Cluster, verified: Verified, progress: Progress | None
 ) -> dict[str, int]:
     echo = _report(progress)
-    counts = {"create": 0, "change": 0, "unchanged": 0}
+    counts = {"create": 0, "change": 0, "unchanged": 0, "skip": 0}
     run = DryRun(
         target,
         verified.file,
@@ -596,10 +600,21 @@ async def _dry_run(
     is_flag=True,
     help="Show what would be created, changed (a diff) or left unchanged; change nothing.",
 )
+@click.option(
+    "--force",
+    is_flag=True,
+    help="Restore although the control plane runs an older Crossplane minor than the archive's.",
+)
 @QUIET
 @_storage_flags
 def restore(
-    source: S3Location | str, kubeconfig: str, *, dry_run: bool, quiet: bool, **flags: Any
+    source: S3Location | str,
+    kubeconfig: str,
+    *,
+    dry_run: bool,
+    force: bool,
+    quiet: bool,
+    **flags: Any,
 ) -> None:
     """Restore an archive into a control plane, as the provider restores a Backup."""
     storage = _storage(flags)
@@ -608,17 +623,26 @@ def restore(
         with _opened(source, storage) as file:
             verified = _verify(file)
             with verified.manifest:
-                return await _restore_verified(verified, kubeconfig, dry_run=dry_run, quiet=quiet)
+                return await _restore_verified(
+                    verified, kubeconfig, dry_run=dry_run, force=force, quiet=quiet
+                )
 
     click.echo(_run(run()))
 
 
 async def _restore_verified(
-    verified: Verified, kubeconfig: str, *, dry_run: bool, quiet: bool
+    verified: Verified, kubeconfig: str, *, dry_run: bool, force: bool, quiet: bool
 ) -> str:
     """Restore (or dry-run) a verified archive; what was done, in one line."""
     target = await Cluster.from_environment(kubeconfig)
     try:
+        found = await target_compatibility(target, verified.manifest.source.crossplane)
+        if not found.allowed and not (force or dry_run):
+            msg = f"refused: {found.message} (--force restores anyway)"
+            raise click.ClickException(msg)
+        if found.message:
+            refused = "" if found.allowed else "a restore without --force is refused: "
+            click.echo(f"crossplane version: {refused}{found.message}", err=True)
         action = "dry run" if dry_run else "restore"
         total = verified.manifest.objects
         progress = None if quiet else Progress(sys.stderr, action, total)
@@ -626,7 +650,8 @@ async def _restore_verified(
             counts = await _dry_run(target, verified, progress)
             done = (
                 f"dry run: {counts['create']} to create, {counts['change']} to change, "
-                f"{counts['unchanged']} unchanged; nothing was changed in {target.server}"
+                f"{counts['unchanged']} unchanged, {counts['skip']} skipped (Crossplane makes "
+                f"them again); nothing was changed in {target.server}"
             )
         else:
             outcome = await apply_archive(

@@ -142,6 +142,9 @@ def test_verify_reads_each_backups_archive_and_says_whether_a_restore_would_take
         row = by_name[backup["metadata"]["name"]]
         assert (row["verified"], row["problem"]) == (True, None)
         assert row["objects"] == backup["status"]["objects"]
+        # What export.yaml records: the API server's version; no Crossplane here to name.
+        assert row["kubernetesVersion"].startswith("v1.")
+        assert row["crossplaneVersion"] is None
 
 
 def test_the_archives_under_a_prefix_are_listed_newest_first_and_a_corrupt_one_does_not_verify(
