@@ -68,6 +68,10 @@ NEVER_SCHEDULE = "0 0 1 1 *"
 CORE_DEADLINE = 240.0
 # A stage's health check timing out, then Flux's retry reporting it.
 FAILURE_DEADLINE = 150.0
+# Composing a ControlPlane opens Crossplane's watch circuit breaker on it
+# (Responsive False) for core's 5 minute cooldown, in which the composite
+# hears of a change at most every 30 s: its first spec change may wait that long.
+SPEC_CHANGE_DEADLINE = UP_DEADLINE
 
 
 def configuration(name: str, reference: str) -> str:
@@ -315,7 +319,9 @@ def test_one_path_with_a_configuration_and_its_kind_never_syncs_and_says_why(
         message = str(staged.synced().get("message", ""))
         return message if "no matches for kind" in message else None
 
-    message = wait_for("Flux's 'no matches for kind' in SourceSynced", no_matches, SYNC_DEADLINE)
+    message = wait_for(
+        "Flux's 'no matches for kind' in SourceSynced", no_matches, SPEC_CHANGE_DEADLINE
+    )
     assert staged.synced()["status"] == "False"
     assert '"Note"' in message, message
     assert "Traceback" not in message
@@ -335,7 +341,9 @@ def test_two_stages_sync_with_variables_and_a_decrypted_secret_once_the_key_exis
         message = str(staged.synced().get("message", ""))
         return message if DECRYPTION_SECRET in message else None
 
-    message = wait_for("the missing decryption Secret in SourceSynced", key_missing, SYNC_DEADLINE)
+    message = wait_for(
+        "the missing decryption Secret in SourceSynced", key_missing, SPEC_CHANGE_DEADLINE
+    )
     assert staged.synced()["status"] == "False"
     # Every stage decrypts with the source's key: the first one stops before applying.
     assert "packages" in message, "the message names the first stage"
