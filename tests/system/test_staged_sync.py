@@ -67,13 +67,12 @@ PACKAGES_TIMEOUT = "30s"
 NEVER_SCHEDULE = "0 0 1 1 *"
 # Core's first start in a hosted control plane on a loaded two-core machine.
 CORE_DEADLINE = 240.0
-# A stage's health check timing out, then Flux's retry reporting it.
-FAILURE_DEADLINE = 150.0
-# Composing a ControlPlane opens Crossplane's watch circuit breaker on it
-# (Responsive False) for core's 5 minute cooldown, in which core drops the
-# events between one every 30 s (crossplane/crossplane#7703): a spec change
-# dropped so waits for core's next poll of the composite.
-SPEC_CHANGE_DEADLINE = UP_DEADLINE
+# How long the composite's status may take to follow Flux (and Flux a health
+# check's timeout). Composing a ControlPlane opens Crossplane's watch circuit
+# breaker on it (Responsive False) for core's 5 minute cooldown, in which core
+# drops the events between one every 30 s (crossplane/crossplane#7703): a change
+# dropped so shows at core's next poll of the composite.
+STATUS_DEADLINE = UP_DEADLINE
 
 
 def configuration(name: str, reference: str) -> str:
@@ -156,6 +155,8 @@ class Staged:
     memo_reference: str
     registry_host: str
     commits: list[str]
+    workdir: Path
+    """Where the fixtures are made (sops reads the plain Secret from a file)."""
 
     @property
     def composite(self) -> dict[str, Any]:
@@ -228,7 +229,7 @@ def repository_files(staged: Staged, memos: str | None) -> dict[str, str]:
             }
         ),
         staged.key.recipient,
-        staged.platform.workdir,
+        staged.workdir,
     )
     files = {
         "all/configuration.yaml": notes,
@@ -302,6 +303,7 @@ def staged(platform: Platform, tmp_path_factory: pytest.TempPathFactory) -> Stag
         memo_reference=platform.registry.push(memo_package(workdir / "memo")),
         registry_host=platform.registry.host,
         commits=[],
+        workdir=workdir,
     )
 
 
@@ -321,9 +323,7 @@ def test_one_path_with_a_configuration_and_its_kind_never_syncs_and_says_why(
         message = str(staged.synced().get("message", ""))
         return message if "no matches for kind" in message else None
 
-    message = wait_for(
-        "Flux's 'no matches for kind' in SourceSynced", no_matches, SPEC_CHANGE_DEADLINE
-    )
+    message = wait_for("Flux's 'no matches for kind' in SourceSynced", no_matches, STATUS_DEADLINE)
     assert staged.synced()["status"] == "False"
     assert '"Note"' in message, message
     assert "Traceback" not in message
@@ -344,7 +344,7 @@ def test_two_stages_sync_with_variables_and_a_decrypted_secret_once_the_key_exis
         return message if DECRYPTION_SECRET in message else None
 
     message = wait_for(
-        "the missing decryption Secret in SourceSynced", key_missing, SPEC_CHANGE_DEADLINE
+        "the missing decryption Secret in SourceSynced", key_missing, STATUS_DEADLINE
     )
     assert staged.synced()["status"] == "False"
     # Every stage decrypts with the source's key: the first one stops before applying.
@@ -357,7 +357,7 @@ def test_two_stages_sync_with_variables_and_a_decrypted_secret_once_the_key_exis
     synced = wait_for(
         "SourceSynced True",
         lambda: staged.synced() if staged.synced().get("status") == "True" else None,
-        SYNC_DEADLINE,
+        STATUS_DEADLINE,
     )
 
     source = staged.composite["status"]["source"]
@@ -400,7 +400,7 @@ def test_a_package_that_never_installs_keeps_the_sync_false_and_the_next_stage_w
         message = str(staged.synced().get("message", ""))
         return message if "Configuration/memos" in message else None
 
-    message = wait_for("the unhealthy package in SourceSynced", health_failed, FAILURE_DEADLINE)
+    message = wait_for("the unhealthy package in SourceSynced", health_failed, STATUS_DEADLINE)
     assert staged.synced()["status"] == "False"
     assert "packages" in message, "the message names the stage"
     memos = staged.hosted("configurations", "memos", PKG_API_VERSION)
@@ -464,7 +464,7 @@ def test_a_push_fixing_the_first_stage_is_installed_before_the_second_stage_appl
         done = synced.get("status") == "True" and source.get("revision") == revision
         return synced if done else None
 
-    synced = wait_for("SourceSynced True at the fix", synced_at_revision, FAILURE_DEADLINE)
+    synced = wait_for("SourceSynced True at the fix", synced_at_revision, STATUS_DEADLINE)
     memos = staged.hosted("configurations", "memos", PKG_API_VERSION)
     memo = staged.hosted("memos", "first", MEMO_API_VERSION)
     assert memo is not None
