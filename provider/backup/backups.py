@@ -55,6 +55,7 @@ from provider.model import (
     parse,
 )
 from provider.runtime.durations import format_go_duration
+from provider.runtime.timestamps import format_timestamp
 
 BACKUPS = Resource(GROUP, VERSION, "backups", "Backup")
 BACKUP_SCHEDULES = Resource(GROUP, VERSION, "backupschedules", "BackupSchedule")
@@ -107,12 +108,8 @@ def archive_key(backup: Mapping[str, Any]) -> str:
     return f"{prefix}{backup['metadata']['name']}.tar.gz"
 
 
-def _stamp(moment: datetime) -> str:
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 def _now(clock: Callable[[], datetime]) -> str:
-    return _stamp(clock())
+    return format_timestamp(clock())
 
 
 def _set_condition(
@@ -428,7 +425,7 @@ class BackupReconciler:
             backup,
             "Normal",
             "BackupExpired",
-            f"its ttl ({backup['spec']['ttl']}) passed at {_stamp(expiry)}: "
+            f"its ttl ({backup['spec']['ttl']}) passed at {format_timestamp(expiry)}: "
             "the Backup and its archive are deleted",
         )
         metadata = backup["metadata"]

@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from provider.backup.storage import StoredObject
+from provider.runtime.timestamps import format_timestamp, parse_timestamp
 
 _NEVER = datetime.min.replace(tzinfo=UTC)
 ARCHIVE_SUFFIX = ".tar.gz"
@@ -57,7 +58,8 @@ def from_backup(backup: Mapping[str, Any]) -> Entry:
     return Entry(
         name=str(metadata.get("name") or ""),
         location=where,
-        time=_time(status.get("completedAt")) or _time(metadata.get("creationTimestamp")),
+        time=parse_timestamp(status.get("completedAt"))
+        or parse_timestamp(metadata.get("creationTimestamp")),
         phase=str(status.get("phase") or "Pending"),
         size=_count(status.get("size")),
         objects=_count(status.get("objects")),
@@ -163,17 +165,7 @@ def _verdict(entry: Entry) -> str:
 
 
 def _format(moment: datetime | None) -> str | None:
-    return None if moment is None else moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def _time(value: object) -> datetime | None:
-    if not value:
-        return None
-    try:
-        parsed = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+    return None if moment is None else format_timestamp(moment)
 
 
 def _count(value: object) -> int | None:

@@ -80,6 +80,7 @@ from provider.kube import (
     ServiceAccountRef,
 )
 from provider.managed import meta
+from provider.runtime.timestamps import format_timestamp
 
 FIELD_MANAGER = "controlplane-restore"
 CRD_TIMEOUT_SECONDS = 300.0
@@ -122,7 +123,7 @@ def _is_managed(rtype: ResourceType) -> bool:
 
 
 def _now() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return format_timestamp(datetime.now(UTC))
 
 
 class _HashingFile:

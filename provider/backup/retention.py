@@ -22,11 +22,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
 from provider.backup.plan import FINISHED_PHASES, parse_ttl
+from provider.runtime.timestamps import parse_timestamp
 
 SCHEDULE_KIND = "BackupSchedule"
 # The annotation that keeps a Backup's archive whatever its policy, and its value.
@@ -97,21 +98,10 @@ def read_life(backup: Mapping[str, Any]) -> BackupLife:
         declared_policy=None if declared is None else DeletionPolicy(declared),
         ttl=ttl,
         phase=str(status.get("phase") or ""),
-        completed_at=_time(status.get("completedAt")),
+        completed_at=parse_timestamp(status.get("completedAt")),
         scheduled=any(
             ref.get("controller") and ref.get("kind") == SCHEDULE_KIND
             for ref in metadata.get("ownerReferences") or []
         ),
         retained=(metadata.get("annotations") or {}).get(DELETION_POLICY_ANNOTATION) == RETAIN,
     )
-
-
-def _time(value: object) -> datetime | None:
-    """An RFC 3339 time the API server wrote; None when absent."""
-    if not value:
-        return None
-    try:
-        parsed = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
-    except ValueError:
-        return None  # the API server checks the format: only a hand-edited object gets here
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)

@@ -33,6 +33,7 @@ from provider.backup.tenancy import EndpointPolicy, TenancyError
 from provider.events import EventRecorder
 from provider.kube import Cluster
 from provider.managed.reconciler import Result
+from provider.runtime.timestamps import format_timestamp, parse_timestamp
 
 SCHEDULE_LABEL = "controlplane.spaces.upbound.io/schedule"
 SCHEDULED_FOR = "controlplane.spaces.upbound.io/scheduled-for"
@@ -52,27 +53,12 @@ FINAL_CONDITION = "FinalBackup"
 # The API server's answer to a create in a namespace being deleted.
 TERMINATING = "because it is being terminated"
 DEFAULT_FINAL_BACKUP_TIMEOUT = timedelta(minutes=30)
-_TIME = "%Y-%m-%dT%H:%M:%SZ"
 # Look again at least this often, so a clock jump or a missed event is caught.
 MAX_WAIT = timedelta(minutes=5)
 # While a final Backup runs; its own changes wake the schedule sooner.
 FINAL_POLL = timedelta(seconds=30)
 
 log = logging.getLogger(__name__)
-
-
-def _parse_time(value: object) -> datetime | None:
-    if not value:
-        return None
-    try:
-        parsed = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
-
-
-def _format(moment: datetime) -> str:
-    return moment.astimezone(UTC).strftime(_TIME)
 
 
 def record(backup: Mapping[str, Any]) -> BackupRecord:
@@ -86,9 +72,9 @@ def record(backup: Mapping[str, Any]) -> BackupRecord:
         ttl = None
     return BackupRecord(
         name=str(metadata.get("name")),
-        scheduled_for=_parse_time((metadata.get("annotations") or {}).get(SCHEDULED_FOR)),
+        scheduled_for=parse_timestamp((metadata.get("annotations") or {}).get(SCHEDULED_FOR)),
         phase=str(status.get("phase") or ""),
-        completed_at=_parse_time(status.get("completedAt")),
+        completed_at=parse_timestamp(status.get("completedAt")),
         ttl=ttl,
     )
 
@@ -219,13 +205,13 @@ class ScheduleReconciler:
             ttl=ttl,
             suspend=bool(spec.get("suspend")),
             now=now,
-            created_at=_parse_time(schedule["metadata"].get("creationTimestamp")) or now,
-            last_schedule_time=_parse_time(status.get("lastScheduleTime")),
+            created_at=parse_timestamp(schedule["metadata"].get("creationTimestamp")) or now,
+            last_schedule_time=parse_timestamp(status.get("lastScheduleTime")),
             backups=[record(b) for b in owned],
         )
         if decision.create is not None and decision.scheduled_for is not None:
             await self._create(schedule, decision.create, decision.scheduled_for)
-            status["lastScheduleTime"] = _format(decision.scheduled_for)
+            status["lastScheduleTime"] = format_timestamp(decision.scheduled_for)
             status["lastBackup"] = decision.create
         elif decision.last_backup:
             status["lastBackup"] = decision.last_backup
@@ -236,7 +222,7 @@ class ScheduleReconciler:
         for expired in decision.delete:
             await self.local.delete(BACKUPS, namespace, expired)
         if decision.next_run is not None:
-            status["nextScheduleTime"] = _format(decision.next_run)
+            status["nextScheduleTime"] = format_timestamp(decision.next_run)
         else:
             status.pop("nextScheduleTime", None)
         message = "suspended" if spec.get("suspend") else ""
@@ -254,7 +240,7 @@ class ScheduleReconciler:
             schedule,
             name,
             labels={SCHEDULE_LABEL: metadata["name"]},
-            annotations={SCHEDULED_FOR: _format(at)},
+            annotations={SCHEDULED_FOR: format_timestamp(at)},
             policy=DeletionPolicy.DELETE,
             expires=True,
         )
@@ -270,7 +256,7 @@ class ScheduleReconciler:
         ]
         # Made before a restart, if it exists: the name is the firing time.
         await self._create_once(
-            schedule, backup, "BackupCreated", f"Backup {name} for {_format(at)}"
+            schedule, backup, "BackupCreated", f"Backup {name} for {format_timestamp(at)}"
         )
 
     async def _create_once(
@@ -308,7 +294,7 @@ class ScheduleReconciler:
             schedule=metadata["name"],
             enabled=spec.get("finalBackup", True) is not False,
             suspended=bool(spec.get("suspend")),
-            deleted_at=_parse_time(metadata["deletionTimestamp"]) or now,
+            deleted_at=parse_timestamp(metadata["deletionTimestamp"]) or now,
             now=now,
             timeout=self.final_backup_timeout,
             found=final_record(found[0]) if found else None,
@@ -466,7 +452,7 @@ class ScheduleReconciler:
             and (current.get("message", "") == message)
         ):
             return
-        fresh["lastTransitionTime"] = _format(now)
+        fresh["lastTransitionTime"] = format_timestamp(now)
         status["conditions"] = [
             *(c for c in status.get("conditions") or [] if c.get("type") != type_),
             fresh,
