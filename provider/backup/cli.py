@@ -258,6 +258,14 @@ def _verify(file: IO[bytes]) -> Verified:
 
 
 SOURCE = click.argument("source", type=ArchiveSource())
+OUTPUT_FORMAT = click.option(
+    "-o",
+    "--output",
+    type=click.Choice(["table", "json"]),
+    default="table",
+    show_default=True,
+    help="The format.",
+)
 
 
 @main.command()
@@ -292,14 +300,7 @@ def verify(source: S3Location | str, **flags: Any) -> None:
 
 @main.command()
 @SOURCE
-@click.option(
-    "-o",
-    "--output",
-    type=click.Choice(["table", "json"]),
-    default="table",
-    show_default=True,
-    help="The format.",
-)
+@OUTPUT_FORMAT
 @_storage_flags
 def describe(source: S3Location | str, output: str, **flags: Any) -> None:
     """Show what an archive holds, by kind and namespace (verified first)."""
@@ -363,14 +364,7 @@ def _checked(entry: listing.Entry, storage: StorageOptions) -> listing.Entry:
     is_flag=True,
     help="Download each archive and check it as a restore would (reads every archive in full).",
 )
-@click.option(
-    "-o",
-    "--output",
-    type=click.Choice(["table", "json"]),
-    default="table",
-    show_default=True,
-    help="The format.",
-)
+@OUTPUT_FORMAT
 @_storage_flags
 def ls(
     prefix: S3Location | None,
