@@ -89,6 +89,15 @@ def serve(cache_entries: int, cache_mib: int, **options: Any) -> None:
     "composed resources.",
 )
 @click.option(
+    "-e",
+    "--required-resources",
+    "--extra-resources",
+    "required",
+    type=click.Path(exists=True),
+    help="A YAML file or directory of YAML files specifying required resources to pass to "
+    "the function (the Backups spec.restore.fromControlPlane chooses from).",
+)
+@click.option(
     "-x",
     "--include-full-xr",
     is_flag=True,
@@ -108,6 +117,7 @@ def render(
     input_file: str | None,
     observed: str | None,
     *,
+    required: str | None,
     include_full_xr: bool,
     include_function_results: bool,
 ) -> None:
@@ -138,6 +148,7 @@ def render(
             seen,
             include_full_xr=include_full_xr,
             results_of_step=step if include_function_results else None,
+            required=_documents(required) if required else [],
         )
     except (OSError, yaml.YAMLError, ValueError) as error:
         raise click.UsageError(str(error)) from None

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
-from function import model
+from function import model, restore
 from function.model import ControlPlaneSpec, Input, InvalidError
 from function.names import AwsNames, Names, ObservedAwsNames
 from function.observed import Condition, Observed, Resource, dig
@@ -52,6 +52,9 @@ NOT_CONFIGURED = "NotConfigured"
 PROGRESSING = "Progressing"
 WAITING_FOR_INSTANCE = "WaitingForInstance"
 WAITING_FOR_ROLE_ARN = "WaitingForRoleArn"
+# spec.restore.fromControlPlane: the Backups are being fetched, or none is Completed yet.
+LOOKING_FOR_BACKUP = "LookingForBackup"
+NO_BACKUP_TO_RESTORE = "NoBackupToRestore"
 
 
 @dataclass(frozen=True)
@@ -81,6 +84,11 @@ class Outcome:
     connection_details: dict[str, bytes] = field(default_factory=dict)
     warnings: tuple[str, ...] = ()
     ttl: timedelta = SETTLED_TTL
+    # Resources Crossplane is to fetch and pass to the next call (function.restore).
+    requirements: tuple[restore.Requirement, ...] = ()
+    # The composite is not Ready whatever its composed resources are: its Instance is
+    # held back (a composite composing nothing would otherwise be Ready).
+    held_back: bool = False
 
 
 def compose(observed: Observed, raw_input: Any) -> Outcome:
@@ -106,7 +114,7 @@ def compose(observed: Observed, raw_input: Any) -> Outcome:
             ),
         )
     target = _target(composite, spec, settings)
-    return _Composition(target, observed.resources).outcome()
+    return _Composition(target, observed).outcome()
 
 
 def _target(composite: Mapping[str, Any], spec: ControlPlaneSpec, settings: Input) -> Target:
@@ -126,17 +134,21 @@ def _target(composite: Mapping[str, Any], spec: ControlPlaneSpec, settings: Inpu
 class _Composition:
     """One run of the composition, so each step reads the state it needs by name."""
 
-    def __init__(self, target: Target, observed: Mapping[str, Resource]) -> None:
+    def __init__(self, target: Target, observed: Observed) -> None:
         self.target = target
-        self.observed = observed
+        self.composite = observed.composite
+        self.observed = observed.resources
+        self.required = observed.required
         # Every step asks whether some resource is ready, most of them more than once.
-        self.readiness = {name: seen.ready.true for name, seen in observed.items()}
+        self.readiness = {name: seen.ready.true for name, seen in self.observed.items()}
         self.spec = target.spec
         self.desired: dict[str, dict[str, Any]] = {}
         self.warnings: list[str] = []
         self.status: dict[str, Any] = {}
         self.conditions: list[Condition] = []
+        self.requirements: list[restore.Requirement] = []
         self.awaiting = False
+        self.held_back = False
         # The composition resource names of the Kustomizations composed, in stage order.
         self.kustomizations: list[str] = []
 
@@ -154,6 +166,8 @@ class _Composition:
             connection_details=self._connection_details(),
             warnings=tuple(self.warnings),
             ttl=SETTLED_TTL if settled else PENDING_TTL,
+            requirements=tuple(self.requirements),
+            held_back=self.held_back,
         )
 
     def _ready(self, name: str) -> bool:
@@ -162,7 +176,13 @@ class _Composition:
     def _instance(self) -> None:
         names = self.target.names
         seen = self.observed.get(INSTANCE)
-        self.desired[INSTANCE] = instance.instance(self.target, self._restore_from(seen))
+        restoring = self._restore_from(seen)
+        if isinstance(restoring, Condition):
+            # The Backup to restore is not known yet: the Instance waits, it never
+            # comes up empty.
+            self.awaiting = self.held_back = True
+        else:
+            self.desired[INSTANCE] = instance.instance(self.target, restoring)
         ready = self._ready(INSTANCE)
         status: dict[str, Any] = {
             "ready": ready,
@@ -179,6 +199,8 @@ class _Composition:
         self.status["instance"] = status
         if ready:
             self.conditions.append(Condition(INSTANCE_READY, "True", "Available"))
+        elif isinstance(restoring, Condition):
+            self.conditions.append(restoring)
         else:
             self.conditions.append(
                 _waiting(
@@ -186,17 +208,61 @@ class _Composition:
                 )
             )
 
-    def _restore_from(self, seen: Resource | None) -> str | None:
-        """Restore is asked for only when the Instance is created, and then kept as it was."""
+    def _restore_from(self, seen: Resource | None) -> str | Condition | None:
+        """The Backup the Instance is created from: None for none, a Condition while unknown.
+
+        Restore is asked for only when the Instance is created, and then kept as
+        it was: the observed Instance's, else the one this composite recorded in
+        its status (``fromControlPlane`` is resolved once, never again).
+        """
+        asked = self.spec.restore
         if seen is not None:
             kept = seen.get("spec", "forProvider", "initialRestorationFrom", "backupRef", "name")
-            if self.spec.restore and not kept:
+            if asked and not kept:
                 self.warnings.append(
                     "spec.restore is honoured only when the instance is first created; "
                     "the existing instance is left as it is"
                 )
-            return str(kept) if kept else None
-        return self.spec.restore.backup_name if self.spec.restore else None
+            # Kept even with no restore asked: the field is immutable on the Instance.
+            return self._restoring(str(kept)) if kept else None
+        if asked is None:
+            return None
+        if asked.backup_name is not None:
+            return self._restoring(asked.backup_name)
+        recorded = dig(self.composite, "status", "restore", "backupName")
+        if isinstance(recorded, str) and recorded:
+            return self._restoring(recorded)
+        return self._latest_backup(str(asked.from_control_plane))
+
+    def _restoring(self, backup: str) -> str:
+        self.status["restore"] = {"backupName": backup}
+        return backup
+
+    def _latest_backup(self, control_plane: str) -> str | Condition:
+        """The newest Completed Backup of ``control_plane``, from the Backups Crossplane fetched."""
+        namespace = self.target.namespace
+        wanted = Names.of(namespace, control_plane).instance
+        asked = restore.requirement(namespace, wanted)
+        self.requirements.append(asked)
+        fetched = self.required.get(asked.name)
+        if fetched is None:
+            return Condition(
+                INSTANCE_READY,
+                "False",
+                LOOKING_FOR_BACKUP,
+                f"looking for the newest Completed Backup of control plane {control_plane} "
+                f"in namespace {namespace} (spec.restore.fromControlPlane)",
+            )
+        chosen = restore.latest(fetched, namespace, wanted)
+        if chosen is None:
+            message = (
+                f"no Completed Backup of control plane {control_plane} in namespace "
+                f"{namespace} to restore from (spec.restore.fromControlPlane); the Instance "
+                "is created once there is one"
+            )
+            self.warnings.append(message)
+            return Condition(INSTANCE_READY, "False", NO_BACKUP_TO_RESTORE, message)
+        return self._restoring(chosen)
 
     def _source(self) -> None:
         source = self.spec.source
@@ -350,7 +416,9 @@ class _Composition:
             self._observed_value(BACKUP_ROLE, "status", "atProvider", "arn"),
             self._observed_value(BACKUP_SCHEDULE, "spec", "storage", "roleArn"),
         )
-        if role_arn:
+        # The schedule backs up the Instance: not before it is composed (a restore may
+        # hold it back), and never withdrawn once observed.
+        if role_arn and (INSTANCE in self.desired or BACKUP_SCHEDULE in self.observed):
             self.desired[BACKUP_SCHEDULE] = schedule.backup_schedule(
                 self.target,
                 backup.schedule or settings.defaults.schedule,
@@ -392,6 +460,16 @@ class _Composition:
                     "False",
                     WAITING_FOR_ROLE_ARN,
                     f"the BackupSchedule is composed once Role {names.iam_object} reports its ARN",
+                )
+            )
+        elif BACKUP_SCHEDULE not in self.desired:
+            self.awaiting = True
+            self.conditions.append(
+                Condition(
+                    BACKUPS_READY,
+                    "False",
+                    WAITING_FOR_INSTANCE,
+                    "the BackupSchedule is composed once the Instance is",
                 )
             )
         else:

@@ -82,7 +82,17 @@ def observed(req: fnv1.RunFunctionRequest) -> Observed:
         resources[name] = Resource(
             body=structs.StructView(one.resource), connection_details=one.connection_details
         )
-    return Observed(composite=structs.to_dict(req.observed.composite.resource), resources=resources)
+    # The resources Crossplane fetched for an earlier answer's requirements; a
+    # requirement that matched nothing is there, with no items.
+    required = {
+        name: tuple(structs.to_dict(item.resource) for item in req.required_resources[name].items)
+        for name in req.required_resources
+    }
+    return Observed(
+        composite=structs.to_dict(req.observed.composite.resource),
+        resources=resources,
+        required=required,
+    )
 
 
 def _input(req: fnv1.RunFunctionRequest) -> Input | None:
@@ -136,5 +146,16 @@ def apply(outcome: Outcome, rsp: fnv1.RunFunctionResponse) -> None:
                 message=message,
                 target=fnv1.TARGET_COMPOSITE_AND_CLAIM,
             )
+        )
+    if outcome.held_back:
+        rsp.desired.composite.ready = fnv1.READY_FALSE
+    for requirement in outcome.requirements:
+        response.require_resources(
+            rsp,
+            requirement.name,
+            requirement.api_version,
+            requirement.kind,
+            match_labels=dict(requirement.match_labels),
+            namespace=requirement.namespace,
         )
     rsp.meta.ttl.FromTimedelta(outcome.ttl)

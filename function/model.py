@@ -255,9 +255,30 @@ class Backup(_Strict):
 
 
 class Restore(_Strict):
-    """The backup to restore the instance from when it is first created."""
+    """The backup to restore the instance from when it is first created.
 
-    backup_name: KubernetesName
+    Exactly one of a Backup's name, or a control plane whose newest Completed
+    Backup is taken (``function.restore``).
+    """
+
+    backup_name: KubernetesName | None = None
+    from_control_plane: KubernetesName | None = None
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> Self:
+        chosen = [
+            name
+            for name, value in (
+                ("backupName", self.backup_name),
+                ("fromControlPlane", self.from_control_plane),
+            )
+            if value is not None
+        ]
+        if len(chosen) != 1:
+            got = ", ".join(chosen) if chosen else "none"
+            msg = f"exactly one of backupName, fromControlPlane must be set (got {got})"
+            raise ValueError(msg)
+        return self
 
 
 class ControlPlaneSpec(BaseModel):

@@ -105,7 +105,13 @@ class Resource:
 
 @dataclass(frozen=True)
 class Observed:
-    """The observed composite and its composed resources, by composition resource name."""
+    """The observed composite and its composed resources, by composition resource name.
+
+    ``required``: the resources Crossplane fetched because an earlier answer
+    asked for them, by requirement name; a requirement not fetched yet has no
+    key, one that matched nothing an empty tuple.
+    """
 
     composite: Mapping[str, Any]
     resources: Mapping[str, Resource] = field(default_factory=dict)
+    required: Mapping[str, tuple[Mapping[str, Any], ...]] = field(default_factory=dict)

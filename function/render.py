@@ -28,6 +28,10 @@ _STATUS_NAMES = {
 }
 
 
+# As Crossplane: a function is called again while it asks for other resources, at most so often.
+MAX_REQUIREMENTS_ITERATIONS = 5
+
+
 class FatalError(Exception):
     """The function returned a Fatal result."""
 
@@ -36,8 +40,12 @@ def request(
     composite: Mapping[str, Any],
     function_input: Mapping[str, Any] | None,
     observed: Iterable[Mapping[str, Any]] = (),
+    required: Mapping[str, Iterable[Mapping[str, Any]]] | None = None,
 ) -> fnv1.RunFunctionRequest:
-    """A RunFunctionRequest as crossplane render sends it (no observed connection details)."""
+    """A RunFunctionRequest as crossplane render sends it (no observed connection details).
+
+    ``required``: the resources fetched for each requirement of an earlier answer.
+    """
     req = fnv1.RunFunctionRequest()
     req.observed.composite.resource.update(dict(composite))
     for item in observed:
@@ -46,7 +54,71 @@ def request(
             req.observed.resources[name].resource.update(dict(item))
     if function_input is not None:
         req.input.update(dict(function_input))
+    for requirement, items in (required or {}).items():
+        fetched = req.required_resources[requirement]
+        fetched.SetInParent()
+        for item in items:
+            fetched.items.add().resource.update(dict(item))
     return req
+
+
+def fetched(
+    requirements: fnv1.Requirements, available: Iterable[Mapping[str, Any]]
+) -> dict[str, list[Mapping[str, Any]]]:
+    """The ``available`` resources each requirement selects, as ``crossplane render`` selects them.
+
+    By apiVersion and kind, then by name or by every label asked for, sorted by
+    name; like ``crossplane render`` (its FilteringFetcher), the namespace is not
+    looked at.
+    """
+    pool = sorted(available, key=lambda item: str(item.get("metadata", {}).get("name", "")))
+    found: dict[str, list[Mapping[str, Any]]] = {}
+    for name, selector in requirements.resources.items():
+        matching = [
+            item
+            for item in pool
+            if item.get("apiVersion") == selector.api_version
+            and item.get("kind") == selector.kind
+            and _selects(selector, item.get("metadata") or {})
+        ]
+        found[name] = matching[:1] if selector.HasField("match_name") else matching
+    return found
+
+
+def _selects(selector: fnv1.ResourceSelector, metadata: Mapping[str, Any]) -> bool:
+    if selector.HasField("match_name"):
+        return bool(metadata.get("name") == selector.match_name)
+    labels = metadata.get("labels") or {}
+    return all(labels.get(key) == value for key, value in selector.match_labels.labels.items())
+
+
+def answer(
+    composite: Mapping[str, Any],
+    function_input: Mapping[str, Any] | None,
+    observed: Iterable[Mapping[str, Any]] = (),
+    required: Iterable[Mapping[str, Any]] = (),
+) -> fnv1.RunFunctionResponse:
+    """The function's answer, calling it again with what it asks for until it asks for no more.
+
+    Crossplane does the same: the answer kept is the first whose requirements
+    are those of the call before it.
+
+    Raises:
+        FatalError: the function returned a Fatal result, or kept asking for more.
+    """
+    observed, available = list(observed), list(required)
+    asked = fnv1.Requirements()
+    rsp = fn.run(request(composite, function_input, observed))
+    for _ in range(MAX_REQUIREMENTS_ITERATIONS):
+        fatal = [r.message for r in rsp.results if r.severity == fnv1.SEVERITY_FATAL]
+        if fatal:
+            raise FatalError("; ".join(fatal))
+        if rsp.requirements == asked:
+            return rsp
+        asked = rsp.requirements
+        rsp = fn.run(request(composite, function_input, observed, fetched(asked, available)))
+    msg = f"the requirements did not settle after {MAX_REQUIREMENTS_ITERATIONS} calls"
+    raise FatalError(msg)
 
 
 def render(
@@ -56,22 +128,21 @@ def render(
     *,
     include_full_xr: bool = False,
     results_of_step: str | None = None,
+    required: Iterable[Mapping[str, Any]] = (),
 ) -> list[dict[str, Any]]:
     """The composite with its new status, then every composed resource, sorted by name.
 
     As ``crossplane render`` does, ``include_full_xr`` (its ``-x``) copies the
-    composite's own spec and metadata into the first object, and
+    composite's own spec and metadata into the first object,
     ``results_of_step`` (its ``-r``) appends the function's non-fatal results as
-    ``kind: Result`` objects of that pipeline step.
+    ``kind: Result`` objects of that pipeline step, and ``required`` (its
+    ``--required-resources``) are the resources the function may ask for.
 
     Raises:
         FatalError: the function returned a Fatal result.
     """
     observed = list(observed)
-    rsp = fn.run(request(composite, function_input, observed))
-    fatal = [r.message for r in rsp.results if r.severity == fnv1.SEVERITY_FATAL]
-    if fatal:
-        raise FatalError("; ".join(fatal))
+    rsp = answer(composite, function_input, observed, required)
     by_name = {
         item["metadata"]["annotations"][COMPOSITION_RESOURCE_NAME]: item
         for item in observed
@@ -130,7 +201,9 @@ def _composite(
     if metadata.get("namespace"):
         out["metadata"]["namespace"] = metadata["namespace"]
     ready: dict[str, Any] = {"type": "Ready", "status": "True", "reason": "Available"}
-    if unready:
+    if rsp.desired.composite.ready == fnv1.READY_FALSE:
+        ready = {"type": "Ready", "status": "False", "reason": "Creating"}
+    elif unready:
         ready = {
             "type": "Ready",
             "status": "False",

@@ -52,6 +52,20 @@ CLIENT_SECRET = "crossplane-tls-client"
 NO_USAGES_WEBHOOK = "crossplane-no-usages"
 PKG = ("pkg.crossplane.io", "v1")
 _INIT_ATTEMPTS = 5
+# Core meters the watch events that wake each composite: a bucket of 100 tokens
+# by default, refilled at 1 a second, an Update event costing 2 (controller-runtime
+# maps both its old and new object), open for 5 minutes once empty
+# (crossplane/crossplane internal/circuit/token_bucket.go; the flags are core's
+# --circuit-breaker-*). Measured here (README, "Crossplane core's circuit breaker"):
+# creating the fullest ControlPlane writes each of its 18 composed objects 5 to 7
+# times and the composite about 18 times, about 250 tokens within seconds when the
+# clouds answer at once, as the stand-ins do; and Flux writes a Kustomization's
+# status 7 times each interval (14 tokens), so 8 stages at the contract's shortest
+# interval, 10 s, take 11.2 tokens a second for as long as they run. Neither is a
+# loop; 100 and 1 a second hold neither. 400 and 12 a second hold both, while a
+# loop, tens to hundreds of events a second, still opens the breaker within seconds.
+CIRCUIT_BREAKER_BURST = 400
+CIRCUIT_BREAKER_REFILL_PER_SECOND = 12
 _LOOPBACK = "127.0.0.1"
 _NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
@@ -207,6 +221,10 @@ class CrossplaneCore:
                 # Quick convergence for a sandbox; production keeps the defaults.
                 "--poll-interval=15s",
                 "--sync-interval=5m",
+                # Room for a ControlPlane's creation and its syncs, as the README
+                # asks of every install: see CIRCUIT_BREAKER_BURST.
+                f"--circuit-breaker-burst={CIRCUIT_BREAKER_BURST}",
+                f"--circuit-breaker-refill-rate={CIRCUIT_BREAKER_REFILL_PER_SECOND}",
             ],
             self.log_path,
             env=self._environment(),

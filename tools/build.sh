@@ -4,7 +4,8 @@
 # crossplane CLI, Crossplane core and crane; tools/kube/go.mod for
 # kube-apiserver, kube-controller-manager and kubectl; tools/etcd/go.mod for
 # etcd; tools/flux/<controller>/go.mod for each Flux controller;
-# tools/controller-gen/go.mod for controller-gen), and fetches the upstream
+# tools/controller-gen/go.mod for controller-gen; tools/sops/go.mod for sops
+# and age-keygen), and fetches the upstream
 # CRDs the tests validate against into .tools/crds, pinned by version and sum
 # in tools/crds.lock. A tool whose binary already reports the pinned version is
 # not rebuilt, and CRDs whose stamp matches the lock are not fetched again, so
@@ -14,7 +15,8 @@
 #   tools/build.sh crossplane      build one (crossplane, crossplane_core,
 #                                  crane, kube_apiserver, kube_controller_manager,
 #                                  kubectl, etcd, source_controller,
-#                                  kustomize_controller, controller_gen) or
+#                                  kustomize_controller, controller_gen,
+#                                  sops, age_keygen) or
 #                                  fetch the CRDs (crds)
 set -euo pipefail
 
@@ -148,6 +150,20 @@ build_etcd() {
     -o "${bin}/etcd" "${module}")
 }
 
+# sops and age-keygen encrypt the SOPS fixtures of the system tests, as a team
+# does for its control plane. sops' root package imports every key service
+# (AWS, GCP and Azure KMS, Vault, PGP), so a program of our own on its packages
+# would build no less than the CLI: the CLI it is, at the release
+# kustomize-controller decrypts with.
+build_sops() {
+  local module="github.com/getsops/sops/v3"
+  build_pinned sops "${root}/tools/sops" "${module}" "${module}/cmd/sops"
+}
+build_age_keygen() {
+  local module="filippo.io/age"
+  build_pinned age-keygen "${root}/tools/sops" "${module}" "${module}/cmd/age-keygen"
+}
+
 # controller-gen generates the Spaces CRDs (build_crds).
 build_controller_gen() {
   local module="sigs.k8s.io/controller-tools"
@@ -249,7 +265,8 @@ build_crds() {
 
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=(crossplane crossplane_core crane kube_apiserver
-  kube_controller_manager kubectl etcd source_controller kustomize_controller crds)
+  kube_controller_manager kubectl etcd source_controller kustomize_controller sops age_keygen
+  crds)
 for target in "${targets[@]}"; do
   "build_${target}"
 done

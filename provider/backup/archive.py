@@ -3,6 +3,8 @@
 The layout is the platform API contract's (section 4)::
 
     export.yaml                                   # version, exportedAt, instance, options,
+                                                  # the source's versions (kubernetes,
+                                                  # crossplane: version, featureFlags),
                                                   # stats and the sha256 of every other file
     <resource>.<group>/metadata.yaml              # the type: categories, withStatusSubresource,
                                                   # resource, group, version, kind, namespaced
@@ -106,6 +108,11 @@ SERVER_MANAGED_METADATA = frozenset(
 _SHA256_RE = re.compile("[0-9a-f]{64}")
 # An excluded type as a Backup's spec.excludedResources names it: "resource.group".
 _EXCLUDED_RE = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+# A version as a control plane reports it (`v1.31.0`, `2.1.4-up.2`) and a Crossplane
+# feature flag as its command line has it (`--enable-usages`): printable, bounded.
+_SOURCE_VERSION_RE = re.compile(r"[0-9A-Za-z][0-9A-Za-z.+_-]{0,63}")
+_FEATURE_FLAG_RE = re.compile(r"--[a-z0-9][-a-z0-9]{0,62}(?:=[-0-9A-Za-z.,_]{0,64})?")
+MAX_FEATURE_FLAGS = 64
 _RFC3339_RE = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:\d{2})")
 _EXTENDED_HEADERS = frozenset(
     {
@@ -152,6 +159,51 @@ class ResourceType:
     def api_version(self) -> str:
         """The objects' apiVersion: ``<group>/<version>``, or ``<version>`` for the core group."""
         return f"{self.group}/{self.version}" if self.group else self.version
+
+
+@dataclass(frozen=True)
+class SourceVersions:
+    """What the exported control plane ran, as ``export.yaml`` records it; empty when unknown.
+
+    ``up controlplane migration export`` records ``crossplane: {version,
+    featureFlags}`` the same way; ``kubernetes.version`` is the API server's
+    ``/version`` (``gitVersion``).
+    """
+
+    kubernetes: str = ""
+    crossplane: str = ""
+    feature_flags: tuple[str, ...] = ()
+
+    def recordable(self) -> SourceVersions:
+        """What a reader takes of it: a value not in the form of a version or a flag is dropped.
+
+        A control plane reports these, so one that reports nonsense does not
+        make an archive no restore would read.
+        """
+
+        def version(text: str) -> str:
+            return text if _SOURCE_VERSION_RE.fullmatch(text) else ""
+
+        flags = tuple(flag for flag in self.feature_flags if _FEATURE_FLAG_RE.fullmatch(flag))
+        return SourceVersions(
+            kubernetes=version(self.kubernetes),
+            crossplane=version(self.crossplane),
+            feature_flags=flags[:MAX_FEATURE_FLAGS],
+        )
+
+    def document(self) -> dict[str, Any]:
+        """The ``kubernetes`` and ``crossplane`` sections of ``export.yaml``, each if known."""
+        found: dict[str, Any] = {}
+        if self.kubernetes:
+            found["kubernetes"] = {"version": self.kubernetes}
+        crossplane: dict[str, Any] = {}
+        if self.crossplane:
+            crossplane["version"] = self.crossplane
+        if self.feature_flags:
+            crossplane["featureFlags"] = list(self.feature_flags)
+        if crossplane:
+            found["crossplane"] = crossplane
+        return found
 
 
 @dataclass(frozen=True)
@@ -271,6 +323,8 @@ class Manifest:
     objects: int
     # The types the export left out, as its options recorded them.
     excluded: tuple[str, ...] = ()
+    # What the source ran; empty in archives made before it was recorded.
+    source: SourceVersions = SourceVersions()
 
     def close(self) -> None:
         """Delete the scratch database behind ``files``."""
@@ -418,7 +472,12 @@ class ArchiveWriter:
         self._counts[rtype.folder] += 1
 
     def finish(
-        self, *, instance: str, exported_at: datetime, options: Mapping[str, Any]
+        self,
+        *,
+        instance: str,
+        exported_at: datetime,
+        options: Mapping[str, Any],
+        source: SourceVersions | None = None,
     ) -> Summary:
         """Write ``export.yaml``, last, and close the archive.
 
@@ -426,6 +485,7 @@ class ArchiveWriter:
             instance: the name of the Instance the objects were read from.
             exported_at: when the export started; must carry a time zone.
             options: how the export was made (such as excluded resources), kept as given.
+            source: the versions the control plane ran, recorded where known.
 
         Returns:
             The archive's sha256 and size as written to the sink, and its object count.
@@ -443,6 +503,7 @@ class ArchiveWriter:
                 "exportedAt": exported_at.astimezone(UTC).isoformat().replace("+00:00", "Z"),
                 "instance": instance,
                 "options": _copy(options),
+                **(source or SourceVersions()).recordable().document(),
                 "stats": {"objects": objects, "types": dict(sorted(self._counts.items()))},
             },
             EXPORT_FILE,
@@ -572,6 +633,7 @@ def _verify(
         counts=counts,
         objects=total,
         excluded=export.excluded,
+        source=export.source,
     )
 
 
@@ -674,6 +736,7 @@ class _Export:
     exported_at: datetime
     stats: dict[str, Any]
     excluded: tuple[str, ...]
+    source: SourceVersions
 
 
 class _Tally(io.BufferedIOBase):
@@ -947,6 +1010,48 @@ def _read_export(file: IO[bytes], limits: Limits, files: FileList) -> _Export:
         exported_at=parsed,
         stats=_field(document, "stats", dict, EXPORT_FILE),
         excluded=tuple(excluded),
+        source=_read_source(document),
+    )
+
+
+def _read_source(document: dict[str, Any]) -> SourceVersions:
+    """The ``kubernetes`` and ``crossplane`` sections, each optional; checked, never trusted.
+
+    Their text reaches a condition, an event and a terminal, so it is held to
+    the form of a version and of a flag.
+    """
+    sections = {}
+    for key in ("kubernetes", "crossplane"):
+        section = document.get(key)
+        if section is None:
+            section = {}
+        if not isinstance(section, dict):
+            raise ArchiveError(f"{EXPORT_FILE}: {key} is not a mapping")
+        version = section.get("version")
+        if version is not None and not (
+            isinstance(version, str) and _SOURCE_VERSION_RE.fullmatch(version)
+        ):
+            raise ArchiveError(
+                f"{EXPORT_FILE}: {key}.version is not a version (letters, digits, '.', '+', "
+                "'_' and '-', at most 64)"
+            )
+        sections[key] = section
+    flags = sections["crossplane"].get("featureFlags")
+    if flags is None:
+        flags = []
+    if (
+        not isinstance(flags, list)
+        or len(flags) > MAX_FEATURE_FLAGS
+        or not all(isinstance(flag, str) and _FEATURE_FLAG_RE.fullmatch(flag) for flag in flags)
+    ):
+        raise ArchiveError(
+            f"{EXPORT_FILE}: crossplane.featureFlags is not a list of at most "
+            f"{MAX_FEATURE_FLAGS} flags such as --enable-usages"
+        )
+    return SourceVersions(
+        kubernetes=str(sections["kubernetes"].get("version") or ""),
+        crossplane=str(sections["crossplane"].get("version") or ""),
+        feature_flags=tuple(flags),
     )
 
 

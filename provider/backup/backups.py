@@ -3,12 +3,14 @@
 A Backup is a one-shot object: Pending, then InProgress, then Completed or
 Failed, never run again once finished. A failed attempt aborts its multipart
 upload and is retried with backoff up to ``MAX_ATTEMPTS``; nothing is marked
-Completed without a complete object. Deleting a Backup deletes its archive,
-unless the Backup is annotated ``deletion-policy: Retain`` (as a final Backup
-is, and as a schedule marks the Backups it owns when it is itself deleted) or
-its controlling schedule is being deleted or gone: a Backup deleted by the
-garbage collector's cascade keeps its archive, which the bucket's lifecycle
-rule expires.
+Completed without a complete object.
+
+Deleting a Backup deletes its archive only under ``deletionPolicy: Delete``
+(``backup.retention`` says which policy is in force; such a Backup holds a
+finalizer for it), and not when its controlling schedule is being deleted or
+gone: a Backup deleted by the garbage collector's cascade keeps its archive,
+which the bucket's lifecycle rule expires. A finished Backup with a ttl is
+looked at again when it expires, and then deleted with its archive.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from provider import kube
 from provider import kubeconfig as kubeconfig_rules
 from provider.backup.archive import Summary
 from provider.backup.export import ReadLimits, write_archive
+from provider.backup.retention import DeletionPolicy, deletion_policy, expires_at, read_life
 from provider.backup.source import (
     CONTROL_PLANE_HOST_NOT_ALLOWED,
     KUBECONFIG_NOT_ALLOWED,
@@ -52,13 +55,11 @@ from provider.model import (
     parse,
 )
 from provider.runtime.durations import format_go_duration
+from provider.runtime.timestamps import format_timestamp
 
 BACKUPS = Resource(GROUP, VERSION, "backups", "Backup")
 BACKUP_SCHEDULES = Resource(GROUP, VERSION, "backupschedules", "BackupSchedule")
 ARCHIVE_FINALIZER = "controlplane.spaces.upbound.io/archive"
-# Delete (the default) or Retain, as a VolumeSnapshotContent's deletionPolicy.
-DELETION_POLICY = "controlplane.spaces.upbound.io/deletion-policy"
-RETAIN = "Retain"
 MAX_ATTEMPTS = 3
 # How long one attempt may read a control plane and write its archive.
 DEFAULT_DEADLINE_SECONDS = 30 * 60.0
@@ -108,7 +109,7 @@ def archive_key(backup: Mapping[str, Any]) -> str:
 
 
 def _now(clock: Callable[[], datetime]) -> str:
-    return clock().astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return format_timestamp(clock())
 
 
 def _set_condition(
@@ -136,6 +137,8 @@ class Target:
 
     kubeconfig: dict[str, Any]
     instance: str
+    # What the Space says the control plane runs (status.atProvider.crossplaneVersion).
+    crossplane_version: str = ""
 
 
 class BackupReconciler:
@@ -182,14 +185,18 @@ class BackupReconciler:
             return await self._delete(backup)
         status = backup.setdefault("status", {})
         if status.get("phase") in (COMPLETED, FAILED):
-            return Result()
+            return await self._finished(backup)
         try:
             check_storage(backup, self.endpoints)
             self._check_role(backup)
+            life = read_life(backup)
         except TenancyError as error:
             return await self._refused(backup, "StorageRefused", str(error))
+        except ValueError as error:
+            return await self._refused(backup, "InvalidSpec", str(error))
         finalizers = backup["metadata"].setdefault("finalizers", [])
-        if ARCHIVE_FINALIZER not in finalizers:
+        # Only a Backup whose deletion deletes its archive waits for it.
+        if deletion_policy(life) is DeletionPolicy.DELETE and ARCHIVE_FINALIZER not in finalizers:
             finalizers.append(ARCHIVE_FINALIZER)
             backup = await self.local.replace(BACKUPS, backup)
             status = backup.setdefault("status", {})
@@ -231,7 +238,7 @@ class BackupReconciler:
         await self.events.record(
             backup, "Normal", "BackupCompleted", f"{summary.objects} objects archived"
         )
-        return Result()
+        return await self._finished(backup)
 
     def _check_role(self, backup: Mapping[str, Any]) -> None:
         """Refuse a ``WebIdentity`` role the operator does not allow, before a token goes in.
@@ -284,7 +291,9 @@ class BackupReconciler:
             detail = str(error).removeprefix("kubeconfig: ")
             msg = f"the kubeconfig of Instance {namespace}/{ref}: {detail}"
             raise SourceRefusedError(msg, CONTROL_PLANE_HOST_NOT_ALLOWED) from None
-        return Target(kubeconfig, f"{namespace}/{ref}")
+        at_provider = (instance.get("status") or {}).get("atProvider") or {}
+        version = at_provider.get("crossplaneVersion")
+        return Target(kubeconfig, f"{namespace}/{ref}", version if isinstance(version, str) else "")
 
     async def _space_server(self, instance: Mapping[str, Any]) -> str | None:
         """The URL of the Space the Instance's provider config names; None when unknown.
@@ -351,6 +360,7 @@ class BackupReconciler:
                         exported_at=exported_at,
                         excluded=excluded,
                         limits=self.limits,
+                        crossplane_version=target.crossplane_version,
                     )
         except TimeoutError:
             if not deadline.expired():
@@ -372,7 +382,7 @@ class BackupReconciler:
         _set_condition(status, "Failed", reason, message, now)
         await self.local.replace_status(BACKUPS, backup)
         await self.events.record(backup, "Warning", reason, message)
-        return Result()
+        return await self._finished(backup)
 
     async def _failed(self, backup: dict[str, Any], message: str) -> Result:
         status = backup.setdefault("status", {})
@@ -388,12 +398,39 @@ class BackupReconciler:
             status["completedAt"] = now
             _set_condition(status, "Failed", "BackupFailed", message, now)
             await self.local.replace_status(BACKUPS, backup)
-            return Result()
+            return await self._finished(backup)
         status["phase"] = PENDING
         # The condition says why while it retries; it is not Failed for good yet.
         _set_condition(status, "Failed", "Retrying", message, now, value="False")
         await self.local.replace_status(BACKUPS, backup)
         return Result(requeue=True)
+
+    async def _finished(self, backup: dict[str, Any]) -> Result:
+        """Look again when the Backup expires; expired, delete it and its archive."""
+        try:
+            life = read_life(backup)
+        except ValueError:
+            return Result()  # refused as InvalidSpec before it ran: it has no expiry
+        expiry = expires_at(life)
+        if expiry is None:
+            return Result()
+        wait = (expiry - self.clock()).total_seconds()
+        if wait > 0:
+            return Result(requeue_after=max(wait, 1.0))
+        # Whatever the policy: an expired Backup takes its archive along. Under
+        # Delete the finalizer deletes it again, and finds nothing.
+        if not await self._delete_archive(backup):
+            return Result(requeue=True)
+        await self.events.record(
+            backup,
+            "Normal",
+            "BackupExpired",
+            f"its ttl ({backup['spec']['ttl']}) passed at {format_timestamp(expiry)}: "
+            "the Backup and its archive are deleted",
+        )
+        metadata = backup["metadata"]
+        await self.local.delete(BACKUPS, metadata["namespace"], metadata["name"])
+        return Result()
 
     async def _delete(self, backup: dict[str, Any]) -> Result:
         """Delete the archive (unless it is to be kept), then let the Backup go."""
@@ -403,34 +440,12 @@ class BackupReconciler:
                 backup,
                 "Normal",
                 "ArchiveKept",
-                f"the archive s3://{location.get('bucket')}/{location['key']} is kept; "
-                "the bucket's lifecycle rule expires it",
+                f"the archive s3://{location.get('bucket')}/{location['key']} is kept "
+                "(deletionPolicy Orphan, or its schedule is deleted): the bucket's "
+                "lifecycle rule, or you, expire it",
             )
-            location = {}
-        if location.get("key"):
-            spec = storage_spec(backup["spec"]["storage"], backup["metadata"]["namespace"])
-            try:
-                # Only the archive this Backup wrote: its own key, under its namespace.
-                check_storage(backup, self.endpoints)
-                self._check_role(backup)
-                if location["key"] != archive_key(backup) or location.get("bucket") != spec.bucket:
-                    msg = "status.location is not this Backup's own archive"
-                    raise TenancyError(msg)
-            except TenancyError as error:
-                await self.events.record(
-                    backup,
-                    "Warning",
-                    "ArchiveNotDeleted",
-                    f"the recorded archive is left in place: {error}",
-                )
-                location = {}
-        if location.get("key"):
-            try:
-                store = await asyncio.to_thread(self.store, spec)
-                await asyncio.to_thread(store.delete, str(location["key"]))
-            except StorageError as error:
-                await self.events.record(backup, "Warning", "CannotDeleteArchive", str(error))
-                return Result(requeue=True)
+        elif not await self._delete_archive(backup):
+            return Result(requeue=True)
         finalizers = [
             f for f in backup["metadata"].get("finalizers") or [] if f != ARCHIVE_FINALIZER
         ]
@@ -439,11 +454,46 @@ class BackupReconciler:
             await self.local.replace(BACKUPS, backup)
         return Result()
 
-    async def _keeps_archive(self, backup: Mapping[str, Any]) -> bool:
-        """Retain, or deleted in the cascade of its schedule's deletion."""
-        metadata = backup["metadata"]
-        if (metadata.get("annotations") or {}).get(DELETION_POLICY) == RETAIN:
+    async def _delete_archive(self, backup: Mapping[str, Any]) -> bool:
+        """Delete the archive the Backup wrote, if any; False when S3 refused (try again).
+
+        Only the Backup's own key, under its namespace's prefix: a status.location
+        naming anything else is left in place, saying so in an event.
+        """
+        location = (backup.get("status") or {}).get("location") or {}
+        if not location.get("key"):
             return True
+        spec = storage_spec(backup["spec"]["storage"], backup["metadata"]["namespace"])
+        try:
+            check_storage(backup, self.endpoints)
+            self._check_role(backup)
+            if location["key"] != archive_key(backup) or location.get("bucket") != spec.bucket:
+                msg = "status.location is not this Backup's own archive"
+                raise TenancyError(msg)
+        except TenancyError as error:
+            await self.events.record(
+                backup,
+                "Warning",
+                "ArchiveNotDeleted",
+                f"the recorded archive is left in place: {error}",
+            )
+            return True
+        try:
+            store = await asyncio.to_thread(self.store, spec)
+            await asyncio.to_thread(store.delete, str(location["key"]))
+        except StorageError as error:
+            await self.events.record(backup, "Warning", "CannotDeleteArchive", str(error))
+            return False
+        return True
+
+    async def _keeps_archive(self, backup: Mapping[str, Any]) -> bool:
+        """Orphan (or Retain), or deleted in the cascade of its schedule's deletion."""
+        try:
+            if deletion_policy(read_life(backup)) is DeletionPolicy.ORPHAN:
+                return True
+        except ValueError:
+            return True  # never delete an archive on a spec this controller cannot read
+        metadata = backup["metadata"]
         owner = controller_of(backup)
         if owner is None or owner.get("kind") != BACKUP_SCHEDULES.kind:
             return False

@@ -6,13 +6,18 @@ the controllers' own code: ``export`` writes the archive a Backup writes
 does (``archive.verify`` with ``export.restorable`` and the same ``Limits``),
 and ``restore`` applies it as the provider does (``restore.apply_archive``),
 or with ``--dry-run`` shows what it would create, change or leave unchanged
-(``dryrun``). An archive is a local file or ``s3://bucket/key``, reached
-through ``storage`` with the pod-identity chain the controllers use (the
-standard AWS environment, then ``--role-arn``).
+(``dryrun``). ``restore`` first holds the archive's Crossplane version
+against the one the control plane reports (``restore.target_compatibility``)
+and refuses an older minor unless ``--force``. An archive is a local file or
+``s3://bucket/key``, reached through ``storage`` with the pod-identity chain
+the controllers use (the standard AWS environment, then ``--role-arn``).
 
 The kubeconfig is the engineer's own and trusted, as ``--kubeconfig`` is for
 the controllers. Errors are one line naming what failed (a bad flag: a usage
 error naming it); a Secret's values are never printed.
+
+``ls`` lists a namespace's Backups or the archives under a prefix
+(``listing``); ``--verify`` reads each archive as ``verify`` does.
 """
 
 from __future__ import annotations
@@ -26,18 +31,19 @@ import re
 import sys
 import tempfile
 from collections.abc import Callable, Coroutine, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any, TypeVar
 
 import click
 
-from provider.backup import archive, inventory
+from provider.backup import archive, inventory, listing
+from provider.backup.backups import BACKUPS
 from provider.backup.dryrun import DryRun
 from provider.backup.export import estimate, restorable, write_archive
 from provider.backup.progress import Progress
-from provider.backup.restore import RestoreError, apply_archive
+from provider.backup.restore import RestoreError, apply_archive, target_compatibility
 from provider.backup.storage import AssumeRoleWith, StorageError, StorageSpec, Store
 from provider.kube import Cluster, KubeError
 
@@ -252,6 +258,14 @@ def _verify(file: IO[bytes]) -> Verified:
 
 
 SOURCE = click.argument("source", type=ArchiveSource())
+OUTPUT_FORMAT = click.option(
+    "-o",
+    "--output",
+    type=click.Choice(["table", "json"]),
+    default="table",
+    show_default=True,
+    help="The format.",
+)
 
 
 @main.command()
@@ -286,14 +300,7 @@ def verify(source: S3Location | str, **flags: Any) -> None:
 
 @main.command()
 @SOURCE
-@click.option(
-    "-o",
-    "--output",
-    type=click.Choice(["table", "json"]),
-    default="table",
-    show_default=True,
-    help="The format.",
-)
+@OUTPUT_FORMAT
 @_storage_flags
 def describe(source: S3Location | str, output: str, **flags: Any) -> None:
     """Show what an archive holds, by kind and namespace (verified first)."""
@@ -308,6 +315,103 @@ def describe(source: S3Location | str, output: str, **flags: Any) -> None:
             click.echo(json.dumps(inventory.document(manifest), indent=2))
         else:
             click.echo(inventory.table(manifest), nl=False)
+
+
+# Listing backups.
+
+
+def _checked(entry: listing.Entry, storage: StorageOptions) -> listing.Entry:
+    """The entry with what reading its archive found: verified, or why not."""
+    bucket, _, key = entry.location.removeprefix(S3_SCHEME).partition("/")
+    try:
+        with _opened(S3Location(bucket, key), storage) as file:
+            verified = _verify(file)
+            with verified.manifest as manifest:
+                found = replace(
+                    entry,
+                    objects=manifest.objects,
+                    instance=entry.instance or inventory.printable(manifest.instance),
+                    sha256=verified.sha256,
+                    kubernetes=manifest.source.kubernetes,
+                    crossplane=manifest.source.crossplane,
+                    verified=True,
+                )
+    except (archive.ArchiveError, StorageError) as error:
+        return replace(entry, verified=False, problem=str(error))
+    if entry.sha256 and entry.sha256 != verified.sha256:
+        return replace(found, verified=False, problem="its sha256 is not the Backup's")
+    return found
+
+
+@main.command("ls")
+@click.argument("prefix", required=False, type=S3Url(prefix=True))
+@click.option(
+    "-n",
+    "--namespace",
+    default="",
+    help="List this namespace's Backups (from the API server of --kubeconfig) instead.",
+)
+@click.option(
+    "--kubeconfig",
+    envvar="KUBECONFIG",
+    show_envvar=True,
+    type=click.Path(exists=True, dir_okay=False),
+    help="The kubeconfig of the cluster holding the Backups (with --namespace).",
+)
+@click.option(
+    "--verify",
+    "check",
+    is_flag=True,
+    help="Download each archive and check it as a restore would (reads every archive in full).",
+)
+@OUTPUT_FORMAT
+@_storage_flags
+def ls(
+    prefix: S3Location | None,
+    namespace: str,
+    kubeconfig: str | None,
+    *,
+    check: bool,
+    output: str,
+    **flags: Any,
+) -> None:
+    """List backups, newest first: a namespace's Backups, or the archives under s3://bucket/prefix/.
+
+    Sizes and object counts come from the Backups' status, or sizes from the
+    bucket's listing; --verify reads each archive (the whole of it) for its
+    object count and whether a restore would take it. The archives are read with
+    your AWS identity and the storage flags, never with a Backup's endpoint.
+    """
+    storage = _storage(flags)
+    if (prefix is None) == (not namespace):
+        raise click.UsageError("pass exactly one of s3://bucket/prefix/ and -n/--namespace")
+    if namespace and kubeconfig is None:
+        raise click.UsageError("-n/--namespace needs --kubeconfig (or KUBECONFIG)")
+
+    async def entries() -> list[listing.Entry]:
+        if prefix is not None:
+            stored = storage.store(prefix.bucket).objects_under(
+                prefix.key, suffix=listing.ARCHIVE_SUFFIX
+            )
+            found = [listing.from_object(prefix.bucket, item) for item in stored]
+        else:
+            assert kubeconfig is not None  # checked above
+            cluster = await Cluster.from_environment(kubeconfig)
+            try:
+                backups, _ = await cluster.list(BACKUPS, namespace)
+            finally:
+                await cluster.close()
+            found = [listing.from_backup(backup) for backup in backups]
+        found = listing.newest_first(found)
+        if check:
+            found = [_checked(entry, storage) if entry.location else entry for entry in found]
+        return found
+
+    found = _run(entries())
+    if output == "json":
+        click.echo(json.dumps(listing.document(found), indent=2))
+    else:
+        click.echo(listing.table(found), nl=False)
 
 
 # Writing an archive.
@@ -464,7 +568,7 @@ async def _dry_run(
     target: Cluster, verified: Verified, progress: Progress | None
 ) -> dict[str, int]:
     echo = _report(progress)
-    counts = {"create": 0, "change": 0, "unchanged": 0}
+    counts = {"create": 0, "change": 0, "unchanged": 0, "skip": 0}
     run = DryRun(
         target,
         verified.file,
@@ -490,10 +594,21 @@ async def _dry_run(
     is_flag=True,
     help="Show what would be created, changed (a diff) or left unchanged; change nothing.",
 )
+@click.option(
+    "--force",
+    is_flag=True,
+    help="Restore although the control plane runs an older Crossplane minor than the archive's.",
+)
 @QUIET
 @_storage_flags
 def restore(
-    source: S3Location | str, kubeconfig: str, *, dry_run: bool, quiet: bool, **flags: Any
+    source: S3Location | str,
+    kubeconfig: str,
+    *,
+    dry_run: bool,
+    force: bool,
+    quiet: bool,
+    **flags: Any,
 ) -> None:
     """Restore an archive into a control plane, as the provider restores a Backup."""
     storage = _storage(flags)
@@ -502,17 +617,26 @@ def restore(
         with _opened(source, storage) as file:
             verified = _verify(file)
             with verified.manifest:
-                return await _restore_verified(verified, kubeconfig, dry_run=dry_run, quiet=quiet)
+                return await _restore_verified(
+                    verified, kubeconfig, dry_run=dry_run, force=force, quiet=quiet
+                )
 
     click.echo(_run(run()))
 
 
 async def _restore_verified(
-    verified: Verified, kubeconfig: str, *, dry_run: bool, quiet: bool
+    verified: Verified, kubeconfig: str, *, dry_run: bool, force: bool, quiet: bool
 ) -> str:
     """Restore (or dry-run) a verified archive; what was done, in one line."""
     target = await Cluster.from_environment(kubeconfig)
     try:
+        found = await target_compatibility(target, verified.manifest.source.crossplane)
+        if not found.allowed and not (force or dry_run):
+            msg = f"refused: {found.message} (--force restores anyway)"
+            raise click.ClickException(msg)
+        if found.message:
+            refused = "" if found.allowed else "a restore without --force is refused: "
+            click.echo(f"crossplane version: {refused}{found.message}", err=True)
         action = "dry run" if dry_run else "restore"
         total = verified.manifest.objects
         progress = None if quiet else Progress(sys.stderr, action, total)
@@ -520,7 +644,8 @@ async def _restore_verified(
             counts = await _dry_run(target, verified, progress)
             done = (
                 f"dry run: {counts['create']} to create, {counts['change']} to change, "
-                f"{counts['unchanged']} unchanged; nothing was changed in {target.server}"
+                f"{counts['unchanged']} unchanged, {counts['skip']} skipped (Crossplane makes "
+                f"them again); nothing was changed in {target.server}"
             )
         else:
             outcome = await apply_archive(

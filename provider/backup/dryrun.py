@@ -26,7 +26,7 @@ from typing import IO, Any, Literal
 
 from provider.backup import archive, diff
 from provider.backup.archive import ResourceType
-from provider.backup.export import api_resource, owned_by_crossplane
+from provider.backup.export import api_resource, owned_by_crossplane, reinstalled
 from provider.backup.restore import (
     FIELD_MANAGER,
     ObjectKey,
@@ -39,7 +39,7 @@ from provider.backup.restore_steps import order
 from provider.kube import CRDS, Cluster, KubeError
 from provider.managed import meta
 
-Action = Literal["create", "change", "unchanged"]
+Action = Literal["create", "change", "unchanged", "skip"]
 # Where an owner is still to be created, its dependents name it with this.
 NEW_OWNER_UID = "(uid of the restored owner)"
 
@@ -129,8 +129,11 @@ class DryRun:
         metadata = obj.setdefault("metadata", {})
         obj["apiVersion"], obj["kind"] = rtype.api_version, rtype.kind
         namespace, name = str(metadata.get("namespace") or ""), str(metadata["name"])
-        repoint_owners(metadata, self.uids)
         path = archive.member_path(rtype, obj)
+        skipped = reinstalled(rtype, obj)
+        if skipped is not None:
+            return Planned("skip", rtype.kind, namespace, name, path, note=skipped)
+        repoint_owners(metadata, self.uids)
         key = (rtype.api_version, rtype.kind, namespace, name)
         if not unchecked and namespace in self.new_namespaces:
             unchecked = f"not checked: namespace {namespace} is created by this restore"

@@ -4,6 +4,14 @@ The contract's selection: every object of every CRD owned by a Crossplane
 package or an XRD, every ``*.crossplane.io`` kind, and namespaces,
 configmaps and secrets outside the system namespaces (not
 ``kube-root-ca.crt``, not service-account tokens, not Helm release secrets).
+
+Left out too, as ``up controlplane migration export`` leaves them out, is what
+Crossplane (or Helm) makes again in the control plane a restore lands in
+(``reinstalled``): the package manager's Lock, whatever a package revision
+owns (the revisions themselves, a Configuration's XRDs and Compositions, a
+provider's TLS Secrets), the TLS Secrets of Crossplane's own install, and
+objects Helm manages. A restore applies the Configuration, Provider and
+Function objects, and Crossplane installs the rest from the packages.
 """
 
 from __future__ import annotations
@@ -14,6 +22,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from provider.backup.archive import ArchiveWriter, ResourceType, Summary
+from provider.backup.source_versions import source_versions
 from provider.kube import CRDS, Cluster, LimitExceededError, ListBounds, Resource
 
 if TYPE_CHECKING:
@@ -23,6 +32,13 @@ SYSTEM_NAMESPACES = frozenset({"kube-system", "kube-public", "kube-node-lease"})
 SKIPPED_SECRET_TYPES = frozenset({"kubernetes.io/service-account-token", "helm.sh/release.v1"})
 SKIPPED_CONFIGMAPS = frozenset({"kube-root-ca.crt"})
 CROSSPLANE_OWNER_GROUPS = ("pkg.crossplane.io", "apiextensions.crossplane.io")
+PACKAGE_GROUP = "pkg.crossplane.io"
+# What `core init` (or Crossplane's Helm chart) makes for Crossplane's own TLS, per install.
+CROSSPLANE_NAMESPACE = "crossplane-system"
+CROSSPLANE_TLS_SECRETS = frozenset(
+    {"crossplane-root-ca", "crossplane-tls-server", "crossplane-tls-client"}
+)
+HELM_MANAGED = ("app.kubernetes.io/managed-by", "Helm")
 
 CORE_TYPES = (
     ResourceType("namespaces", "", "v1", "Namespace", namespaced=False),
@@ -92,6 +108,34 @@ def kept(rtype: ResourceType, obj: Mapping[str, Any]) -> bool:
     if rtype.group == "" and rtype.resource == "secrets":
         return obj.get("type") not in SKIPPED_SECRET_TYPES
     return True
+
+
+def reinstalled(rtype: ResourceType, obj: Mapping[str, Any]) -> str | None:
+    """Why Crossplane (or Helm) makes ``obj`` again where a restore lands; None when it does not.
+
+    Such an object is neither exported nor restored (an archive made before it
+    was left out still restores: its copy is skipped). Restored as it was, it
+    would fight what the new control plane made: a Lock naming revisions that
+    are not there, a revision whose owner has another UID, an XRD a
+    Configuration's revision must own to install it, another install's CA.
+    """
+    metadata = obj.get("metadata") or {}
+    if rtype.group == PACKAGE_GROUP and rtype.kind == "Lock":
+        return "the package manager's Lock, which it writes again"
+    for owner in metadata.get("ownerReferences") or []:
+        if str(owner.get("apiVersion", "")).split("/")[0] == PACKAGE_GROUP:
+            return "owned by a package or its revision, which the package manager makes again"
+    labels = metadata.get("labels") or {}
+    if labels.get(HELM_MANAGED[0]) == HELM_MANAGED[1]:
+        return "managed by Helm, which installs it again"
+    if (
+        rtype.group == ""
+        and rtype.resource == "secrets"
+        and metadata.get("namespace") == CROSSPLANE_NAMESPACE
+        and metadata.get("name") in CROSSPLANE_TLS_SECRETS
+    ):
+        return "a TLS Secret of Crossplane's own install, which makes its own"
+    return None
 
 
 def _kubernetes_group(group: str) -> bool:
@@ -217,7 +261,7 @@ async def export(
         async for page in budget.pages(api_resource(rtype)):
             written = 0
             for obj in page:
-                if kept(rtype, obj):
+                if kept(rtype, obj) and reinstalled(rtype, obj) is None:
                     # A list leaves out each item's apiVersion and kind.
                     obj.setdefault("apiVersion", rtype.api_version)
                     obj.setdefault("kind", rtype.kind)
@@ -260,8 +304,13 @@ async def write_archive(
     excluded: Iterable[str] = (),
     progress: Callable[[int], None] | None = None,
     limits: ReadLimits | None = None,
+    crossplane_version: str = "",
 ) -> Summary:
     """Export ``cluster`` into ``sink`` as a whole archive, ``export.yaml`` last.
+
+    ``export.yaml`` records the versions ``cluster`` runs
+    (``source_versions``): ``crossplane_version``, when given, is the Space's
+    word for a hosted control plane, and wins over the control plane's own.
 
     On an error nothing more reaches ``sink`` (see ``ArchiveWriter.discard``): the
     caller aborts the upload or removes the file.
@@ -272,6 +321,7 @@ async def write_archive(
     excluded = tuple(excluded)
     writer = ArchiveWriter(sink)
     try:
+        source = await source_versions(cluster, crossplane_version)
         await export(cluster, writer, excluded, progress=progress, limits=limits)
     except BaseException:
         writer.discard()
@@ -280,4 +330,5 @@ async def write_archive(
         instance=instance,
         exported_at=exported_at,
         options={"excludedResources": list(excluded)},
+        source=source,
     )

@@ -9,6 +9,16 @@ time) and a ``Restored`` condition. The pool wakes the Instance at a bounded
 rate (``restore_steps.Throttle``) while the restore moves, so a person or a
 tool watching it sees it move, and once more at its end. The record is also
 where a restore interrupted by a restart resumes from.
+
+The target's Crossplane version is the Instance's
+``status.atProvider.crossplaneVersion`` (the Space's word). A restore the
+version check refuses (the control plane on an older Crossplane minor than
+the archive's) ends Failed before anything is applied, its ``Restored``
+condition naming both versions, with a Warning event; it is tried again once
+the control plane runs another version (the Space upgraded it) or the
+provider restarts, not at every poll: that would download the archive again
+only to refuse it. A newer minor, or
+versions that could not be compared, is noted in a Normal event.
 """
 
 from __future__ import annotations
@@ -20,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from provider import kube
+from provider.backup.compat import Compatibility
 from provider.backup.restore import RestoreError, Restorer
 from provider.backup.restore_pool import DeadlineExceededError, Key, RestorePool, Wake
 from provider.backup.restore_steps import (
@@ -32,6 +43,7 @@ from provider.backup.restore_steps import (
     pending,
     verdict,
 )
+from provider.events import EventRecorder
 from provider.kube import KubeError
 from provider.managed import conditions
 from provider.managed.external import ManagedObject
@@ -42,6 +54,9 @@ PROGRESS_INTERVAL_SECONDS = 2.0
 # Restores running at once, and how long one may run: the provider's defaults.
 DEFAULT_RESTORES = 2
 DEFAULT_RESTORE_DEADLINE_SECONDS = 2 * 3600.0
+# Events about the version check of a restore.
+REASON_VERSION_REFUSED = "RestoreCrossplaneTooOld"
+REASON_VERSION_NOTED = "RestoreCrossplaneVersion"
 
 log = logging.getLogger(__name__)
 
@@ -88,8 +103,11 @@ class InstanceRestore:
         self.pool = RestorePool(limit=limit, deadline=deadline, wake=wake)
         self.interval = interval
         self.clock = clock
+        self.events = EventRecorder(restorer.local)
         # Where each restore in the pool stands, for the reconcile to record.
         self._progress: dict[Key, Progress] = {}
+        # (Backup, Crossplane version of the control plane) the version check refused.
+        self._refused: dict[Key, tuple[str, str]] = {}
 
     async def run(
         self, managed: ManagedObject, backup_name: str, kubeconfig: bytes | None
@@ -107,6 +125,12 @@ class InstanceRestore:
         if job is None:
             if recorded.get("backupName") == backup_name and recorded.get("phase") == COMPLETED:
                 return None
+            running = str(at_provider.get("crossplaneVersion") or "")
+            if self._refused.get(key) == (backup_name, running) and recorded.get("message"):
+                # Refused for this version already: its record and condition stand.
+                return conditions.unavailable(
+                    f"restore from Backup {backup_name} failed: {recorded['message']}"
+                )
             if not kubeconfig:
                 set_restored(managed, pending(backup_name, "its control plane has a kubeconfig"))
                 return conditions.unavailable(
@@ -119,10 +143,11 @@ class InstanceRestore:
             except KubeError as error:
                 # Refused before the restorer could say so.
                 return _ended(managed, first.failed(str(error)), str(error))
+            about = _event_subject(managed)
             job = self.pool.start(
                 key,
                 backup_name,
-                lambda: self._restore(key, backup_name, target, recorded),
+                lambda: self._restore(key, backup_name, target, recorded, about, running),
                 lambda error: self._failure(key, first, error),
             )
         if not job.started:
@@ -157,16 +182,42 @@ class InstanceRestore:
         key = (str(metadata.get("namespace") or ""), str(metadata["name"]))
         await self.pool.cancel(key)
         self._progress.pop(key, None)
+        self._refused.pop(key, None)
 
     async def close(self) -> None:
         """Stop every restore; each resumes from its record when the provider starts again."""
         await self.pool.close()
         self._progress.clear()
+        self._refused.clear()
 
-    async def _restore(
-        self, key: Key, backup_name: str, target: dict[str, Any], recorded: dict[str, Any]
+    async def _restore(  # noqa: PLR0917 (one restore's parts, passed once)
+        self,
+        key: Key,
+        backup_name: str,
+        target: dict[str, Any],
+        recorded: dict[str, Any],
+        about: dict[str, Any],
+        running: str,
     ) -> None:
         throttle = Throttle(self.interval)
+
+        async def checked(found: Compatibility) -> None:
+            if not found.allowed:
+                self._refused[key] = (backup_name, running)
+            else:
+                self._refused.pop(key, None)
+            if found.verdict == "SameMinor":
+                return
+            kind, reason = (
+                ("Normal", REASON_VERSION_NOTED)
+                if found.allowed
+                else ("Warning", REASON_VERSION_REFUSED)
+            )
+            try:
+                message = f"Backup {backup_name}: {found.message}"
+                await self.events.record(about, kind, reason, message)
+            except KubeError:
+                log.debug("cannot record event", extra={"fields": {"resource": "/".join(key)}})
 
         async def report(progress: Progress) -> None:
             nonlocal throttle
@@ -176,7 +227,15 @@ class InstanceRestore:
                 throttle = throttle.wrote(progress, now)
                 self.pool.wake(key)
 
-        await self.restorer.restore(key[0], backup_name, target, progress=report, recorded=recorded)
+        await self.restorer.restore(
+            key[0],
+            backup_name,
+            target,
+            progress=report,
+            recorded=recorded,
+            target_crossplane=running,
+            on_check=checked,
+        )
 
     def _failure(self, key: Key, first: Progress, error: BaseException) -> str:
         """What the Instance says of a restore that ended with ``error``."""
@@ -195,6 +254,16 @@ class InstanceRestore:
             extra={"fields": {"resource": f"{key[0]}/{key[1]}"}},
         )
         return "the restore stopped on an unexpected error; the provider's log says more"
+
+
+def _event_subject(managed: ManagedObject) -> dict[str, Any]:
+    """What an event about ``managed`` names: its kind, name, namespace and uid."""
+    metadata = managed["metadata"]
+    return {
+        "apiVersion": managed.get("apiVersion", ""),
+        "kind": managed.get("kind", ""),
+        "metadata": {key: metadata.get(key) for key in ("name", "namespace", "uid")},
+    }
 
 
 def _reported(managed: ManagedObject, progress: Progress) -> conditions.Condition | None:

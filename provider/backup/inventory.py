@@ -61,6 +61,7 @@ def table(manifest: Manifest) -> str:
     ]
     if manifest.excluded:
         lines.append(f"excluded: {', '.join(printable(name) for name in manifest.excluded)}")
+    lines.append(source_line(manifest))
     lines.append("")
     cells = [_HEADERS] + [
         (
@@ -78,6 +79,16 @@ def table(manifest: Manifest) -> str:
     return "\n".join(lines) + "\n"
 
 
+def source_line(manifest: Manifest) -> str:
+    """What the source ran, as ``export.yaml`` records it (checked by ``archive.verify``)."""
+    source = manifest.source
+    flags = f" (feature flags: {' '.join(source.feature_flags)})" if source.feature_flags else ""
+    return (
+        f"source: Kubernetes {source.kubernetes or 'not recorded'}, "
+        f"Crossplane {source.crossplane or 'not recorded'}{flags}"
+    )
+
+
 def document(manifest: Manifest) -> dict[str, Any]:
     """The same as a JSON-ready document, for ``-o json``."""
     return {
@@ -85,6 +96,11 @@ def document(manifest: Manifest) -> dict[str, Any]:
         "exportedAt": manifest.exported_at.isoformat().replace("+00:00", "Z"),
         "objects": manifest.objects,
         "excludedResources": list(manifest.excluded),
+        "source": {
+            "kubernetes": manifest.source.kubernetes or None,
+            "crossplane": manifest.source.crossplane or None,
+            "featureFlags": list(manifest.source.feature_flags),
+        },
         "types": [
             {
                 "kind": rtype.kind,

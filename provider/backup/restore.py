@@ -16,6 +16,15 @@ archive again and unpauses each one that was not paused in the backup. What
 was paused in the backup is known from the archive alone, so a restore
 interrupted by a restart, resumed at the step it reached, keeps that promise.
 
+Before anything is applied, the archive's Crossplane version is held
+against the target's (``compat.check``): a target on an older Crossplane minor
+is refused, naming both; anything else goes on, and the caller is told what
+was found (a newer minor, or versions that could not be checked).
+
+What Crossplane makes again in the target (``export.reinstalled``: the
+package manager's Lock, what a package revision owns) is skipped, in
+archives made before export left it out.
+
 Owner references are rewritten to the restored owners' UIDs, read from the
 control plane (an owner not in the archive, or not there yet, is dropped), so
 garbage collection never removes restored objects and a resumed restore links
@@ -40,10 +49,10 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import IO, Any
 
-from provider.backup import archive, restore_steps
+from provider.backup import archive, compat, restore_steps
 from provider.backup.archive import ResourceType
 from provider.backup.backups import BACKUPS, COMPLETED, StoreFactory, check_storage, storage_spec
-from provider.backup.export import api_resource, owned_by_crossplane, restorable
+from provider.backup.export import api_resource, owned_by_crossplane, reinstalled, restorable
 from provider.backup.restore_steps import COMPLETED as RESTORE_COMPLETED
 from provider.backup.restore_steps import (
     IN_PROGRESS,
@@ -52,6 +61,7 @@ from provider.backup.restore_steps import (
     plan,
     resume_point,
 )
+from provider.backup.source_versions import reported_crossplane
 from provider.backup.storage import (
     STS_AUDIENCE,
     AssumeRoleWith,
@@ -70,6 +80,7 @@ from provider.kube import (
     ServiceAccountRef,
 )
 from provider.managed import meta
+from provider.runtime.timestamps import format_timestamp
 
 FIELD_MANAGER = "controlplane-restore"
 CRD_TIMEOUT_SECONDS = 300.0
@@ -86,6 +97,8 @@ WEB_IDENTITY_TOKEN_SECONDS = 3600
 OWNER_CACHE = 1024
 
 ProgressHook = Callable[[restore_steps.Progress], Awaitable[None]]
+# Told what the version check found, before anything is applied (refused or not).
+CheckHook = Callable[[compat.Compatibility], Awaitable[None]]
 # Told how many more objects were applied, after each batch.
 Progress = Callable[[int], None]
 # (apiVersion, kind, namespace, name) of an object; an empty namespace when cluster-scoped.
@@ -110,7 +123,7 @@ def _is_managed(rtype: ResourceType) -> bool:
 
 
 def _now() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return format_timestamp(datetime.now(UTC))
 
 
 class _HashingFile:
@@ -176,6 +189,8 @@ class Restorer:
         *,
         progress: ProgressHook | None = None,
         recorded: Mapping[str, Any] | None = None,
+        target_crossplane: str = "",
+        on_check: CheckHook | None = None,
     ) -> Outcome:
         """Restore Backup ``namespace/backup_name`` into the cluster of ``kubeconfig``.
 
@@ -186,6 +201,9 @@ class Restorer:
             progress: told where the restore stands, at every step and batch, then at its end.
             recorded: what an earlier run of this restore recorded (``Progress.record()``);
                 a run of the same Backup that stopped at a step resumes at that step.
+            target_crossplane: the Crossplane version the target runs, as its Space says
+                (empty: what the target itself reports, if anything; see ``source_versions``).
+            on_check: told what the version check found, before anything is applied.
 
         Raises:
             RestoreError: the Backup, its archive or the target refuses; the
@@ -199,7 +217,14 @@ class Restorer:
             ),
         )
         try:
-            return await self._restore(namespace, backup_name, kubeconfig, report, recorded)
+            return await self._restore(
+                namespace,
+                backup_name,
+                kubeconfig,
+                report,
+                recorded,
+                version_check=_Check(target_crossplane, on_check),
+            )
         except (RestoreError, KubeError) as error:
             await report.send(report.last.failed(str(error)))
             raise
@@ -211,6 +236,8 @@ class Restorer:
         kubeconfig: Mapping[str, Any],
         report: _Reporter,
         recorded: Mapping[str, Any] | None,
+        *,
+        version_check: _Check,
     ) -> Outcome:
         storage, key, sha256, size = await self._archive_of(namespace, backup_name)
         free = await asyncio.to_thread(self.scratch_free)
@@ -248,6 +275,7 @@ class Restorer:
                     )
                 target = await Cluster.from_kubeconfig(kubeconfig)
                 try:
+                    await version_check.run(target, manifest.source.crossplane)
                     await _Apply(
                         target, file, manifest, self.crd_timeout, self.limits, self.concurrency
                     ).run(steps, first, report)
@@ -329,6 +357,36 @@ class Restorer:
         sink = _HashingFile(file)
         self.store(spec).download(key, sink, limit=size)
         return sink.digest.hexdigest()
+
+
+@dataclass(frozen=True)
+class _Check:
+    """The version check of one restore: the target's version if known, and who is told."""
+
+    target_crossplane: str
+    hook: CheckHook | None
+
+    async def run(self, target: Cluster, archived: str) -> None:
+        """Hold ``archived`` against the target's version; RestoreError when refused."""
+        found = await target_compatibility(target, archived, self.target_crossplane)
+        if self.hook is not None:
+            await self.hook(found)
+        if not found.allowed:
+            raise RestoreError(found.message)
+
+
+async def target_compatibility(
+    target: Cluster, archived: str, target_crossplane: str = ""
+) -> compat.Compatibility:
+    """``compat.check`` of an archive's Crossplane version against the target's.
+
+    ``target_crossplane`` is the Space's word; without it, what the target
+    itself reports (its Crossplane Deployment), if anything. Only an archive
+    that records a version needs the target's.
+    """
+    if archived and not target_crossplane:
+        target_crossplane = (await reported_crossplane(target)).crossplane
+    return compat.check(archived, target_crossplane)
 
 
 def _why(error: KubeError) -> str:
@@ -546,6 +604,9 @@ class _Apply:
             await asyncio.sleep(CRD_POLL_SECONDS)
 
     async def _apply(self, rtype: ResourceType, obj: dict[str, Any]) -> None:
+        if reinstalled(rtype, obj) is not None:
+            # In archives made before export left it out: Crossplane makes it again.
+            return
         metadata = obj.setdefault("metadata", {})
         obj["apiVersion"], obj["kind"] = rtype.api_version, rtype.kind
         namespace = str(metadata.get("namespace") or "")
@@ -605,7 +666,8 @@ class _Apply:
 
     async def _unpause_one(self, rtype: ResourceType, obj: dict[str, Any]) -> None:
         metadata = obj["metadata"]
-        if (metadata.get("annotations") or {}).get(meta.PAUSED) == "true":
+        paused = (metadata.get("annotations") or {}).get(meta.PAUSED) == "true"
+        if paused or reinstalled(rtype, obj) is not None:
             return
         patch = {"metadata": {"annotations": {meta.PAUSED: None}}}
         namespace = str(metadata.get("namespace") or "")

@@ -4,10 +4,13 @@ The decisions are ``backup.plan``'s and ``backup.final``'s; this module reads
 and writes the objects. Backups are named after the firing time they are for,
 so a controller restarted around a due time never makes two.
 
-A schedule holds a finalizer. Being deleted, it first marks the Backups it owns
-``deletion-policy: Retain`` (the garbage collector deletes them once the
-schedule is gone, and their archives must stay restorable in the bucket), then
-takes its final Backup, not owned by it, and lets go once that Backup is
+The Backups a schedule makes carry its ttl and ``deletionPolicy: Delete``;
+it prunes them itself. A schedule holds a finalizer. Being deleted, it first
+marks the Backups it owns ``deletion-policy: Retain`` (the garbage collector
+deletes them once the schedule is gone, and their archives must stay
+restorable in the bucket), then takes its final Backup, not owned by it,
+``deletionPolicy: Orphan`` and without a ttl (so it and its archive outlive
+the control plane), and lets go once that Backup is
 Completed or Failed, or the bounded wait is over: saying so in an event and the
 ``FinalBackup`` condition, and in an event on the composite that owns it.
 """
@@ -15,26 +18,22 @@ Completed or Failed, or the bounded wait is over: saying so in an event and the
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from provider import kube
 from provider.backup import final
-from provider.backup.backups import (
-    BACKUP_SCHEDULES,
-    BACKUPS,
-    DELETION_POLICY,
-    RETAIN,
-    check_storage,
-    controller_of,
-)
+from provider.backup.backups import BACKUP_SCHEDULES, BACKUPS, check_storage, controller_of
 from provider.backup.cron import Cron, CronError
 from provider.backup.plan import BackupRecord, parse_ttl, plan
+from provider.backup.retention import DELETION_POLICY_ANNOTATION, RETAIN, DeletionPolicy
 from provider.backup.tenancy import EndpointPolicy, TenancyError
 from provider.events import EventRecorder
 from provider.kube import Cluster
 from provider.managed.reconciler import Result
+from provider.runtime.timestamps import format_timestamp, parse_timestamp
 
 SCHEDULE_LABEL = "controlplane.spaces.upbound.io/schedule"
 SCHEDULED_FOR = "controlplane.spaces.upbound.io/scheduled-for"
@@ -44,31 +43,22 @@ FINALIZER = "controlplane.spaces.upbound.io/final-backup"
 # takes a final Backup of its own).
 FINAL_BACKUP_OF = "controlplane.spaces.upbound.io/final-backup-of"
 FINAL_BACKUP_OF_UID = "controlplane.spaces.upbound.io/final-backup-of-uid"
+# On every Backup a schedule makes, scheduled and final: the Instance backed up, by
+# which a composite's spec.restore.fromControlPlane finds that control plane's
+# newest Backup (the function's function.restore.INSTANCE_LABEL; a test holds the
+# two equal). Left off when the name cannot be a label value (over 63 characters).
+INSTANCE_LABEL = "controlplane.spaces.upbound.io/instance"
+_LABEL_VALUE = re.compile(r"([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?")
 FINAL_CONDITION = "FinalBackup"
 # The API server's answer to a create in a namespace being deleted.
 TERMINATING = "because it is being terminated"
 DEFAULT_FINAL_BACKUP_TIMEOUT = timedelta(minutes=30)
-_TIME = "%Y-%m-%dT%H:%M:%SZ"
 # Look again at least this often, so a clock jump or a missed event is caught.
 MAX_WAIT = timedelta(minutes=5)
 # While a final Backup runs; its own changes wake the schedule sooner.
 FINAL_POLL = timedelta(seconds=30)
 
 log = logging.getLogger(__name__)
-
-
-def _parse_time(value: object) -> datetime | None:
-    if not value:
-        return None
-    try:
-        parsed = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
-
-
-def _format(moment: datetime) -> str:
-    return moment.astimezone(UTC).strftime(_TIME)
 
 
 def record(backup: Mapping[str, Any]) -> BackupRecord:
@@ -82,9 +72,9 @@ def record(backup: Mapping[str, Any]) -> BackupRecord:
         ttl = None
     return BackupRecord(
         name=str(metadata.get("name")),
-        scheduled_for=_parse_time((metadata.get("annotations") or {}).get(SCHEDULED_FOR)),
+        scheduled_for=parse_timestamp((metadata.get("annotations") or {}).get(SCHEDULED_FOR)),
         phase=str(status.get("phase") or ""),
-        completed_at=_parse_time(status.get("completedAt")),
+        completed_at=parse_timestamp(status.get("completedAt")),
         ttl=ttl,
     )
 
@@ -116,16 +106,26 @@ def backup_of(
     *,
     labels: dict[str, str],
     annotations: dict[str, str],
+    policy: DeletionPolicy,
+    expires: bool,
 ) -> dict[str, Any]:
-    """A Backup of what the schedule backs up, less what it excludes, where it stores it."""
+    """A Backup of what the schedule backs up, less what it excludes, where it stores it.
+
+    ``expires``: it carries the schedule's ttl; else it has none and never expires.
+    """
     spec = schedule.get("spec") or {}
     backup_spec: dict[str, Any] = {
         "instanceRef": dict(spec.get("instanceRef") or {}),
         "storage": dict(spec.get("storage") or {}),
-        "ttl": str(spec.get("ttl") or "168h"),
+        "deletionPolicy": policy.value,
     }
+    if expires:
+        backup_spec["ttl"] = str(spec.get("ttl") or "168h")
     if spec.get("excludedResources"):
         backup_spec["excludedResources"] = [str(name) for name in spec["excludedResources"]]
+    instance = str(backup_spec["instanceRef"].get("name") or "")
+    if instance and _LABEL_VALUE.fullmatch(instance):
+        labels = {**labels, INSTANCE_LABEL: instance}
     return {
         "apiVersion": BACKUPS.api_version,
         "kind": BACKUPS.kind,
@@ -205,13 +205,13 @@ class ScheduleReconciler:
             ttl=ttl,
             suspend=bool(spec.get("suspend")),
             now=now,
-            created_at=_parse_time(schedule["metadata"].get("creationTimestamp")) or now,
-            last_schedule_time=_parse_time(status.get("lastScheduleTime")),
+            created_at=parse_timestamp(schedule["metadata"].get("creationTimestamp")) or now,
+            last_schedule_time=parse_timestamp(status.get("lastScheduleTime")),
             backups=[record(b) for b in owned],
         )
         if decision.create is not None and decision.scheduled_for is not None:
             await self._create(schedule, decision.create, decision.scheduled_for)
-            status["lastScheduleTime"] = _format(decision.scheduled_for)
+            status["lastScheduleTime"] = format_timestamp(decision.scheduled_for)
             status["lastBackup"] = decision.create
         elif decision.last_backup:
             status["lastBackup"] = decision.last_backup
@@ -222,7 +222,7 @@ class ScheduleReconciler:
         for expired in decision.delete:
             await self.local.delete(BACKUPS, namespace, expired)
         if decision.next_run is not None:
-            status["nextScheduleTime"] = _format(decision.next_run)
+            status["nextScheduleTime"] = format_timestamp(decision.next_run)
         else:
             status.pop("nextScheduleTime", None)
         message = "suspended" if spec.get("suspend") else ""
@@ -240,7 +240,9 @@ class ScheduleReconciler:
             schedule,
             name,
             labels={SCHEDULE_LABEL: metadata["name"]},
-            annotations={SCHEDULED_FOR: _format(at)},
+            annotations={SCHEDULED_FOR: format_timestamp(at)},
+            policy=DeletionPolicy.DELETE,
+            expires=True,
         )
         backup["metadata"]["ownerReferences"] = [
             {
@@ -254,7 +256,7 @@ class ScheduleReconciler:
         ]
         # Made before a restart, if it exists: the name is the firing time.
         await self._create_once(
-            schedule, backup, "BackupCreated", f"Backup {name} for {_format(at)}"
+            schedule, backup, "BackupCreated", f"Backup {name} for {format_timestamp(at)}"
         )
 
     async def _create_once(
@@ -292,7 +294,7 @@ class ScheduleReconciler:
             schedule=metadata["name"],
             enabled=spec.get("finalBackup", True) is not False,
             suspended=bool(spec.get("suspend")),
-            deleted_at=_parse_time(metadata["deletionTimestamp"]) or now,
+            deleted_at=parse_timestamp(metadata["deletionTimestamp"]) or now,
             now=now,
             timeout=self.final_backup_timeout,
             found=final_record(found[0]) if found else None,
@@ -325,27 +327,33 @@ class ScheduleReconciler:
         for backup in owned:
             owner = controller_of(backup) or {}
             annotations = backup["metadata"].get("annotations") or {}
-            if owner.get("uid") != metadata["uid"] or annotations.get(DELETION_POLICY) == RETAIN:
+            if (
+                owner.get("uid") != metadata["uid"]
+                or annotations.get(DELETION_POLICY_ANNOTATION) == RETAIN
+            ):
                 continue
             try:
                 await self.local.merge_patch(
                     BACKUPS,
                     metadata["namespace"],
                     backup["metadata"]["name"],
-                    {"metadata": {"annotations": {DELETION_POLICY: RETAIN}}},
+                    {"metadata": {"annotations": {DELETION_POLICY_ANNOTATION: RETAIN}}},
                 )
             except kube.NotFoundError:
                 continue  # already gone
 
     async def _create_final(self, schedule: Mapping[str, Any], name: str) -> None:
         metadata = schedule["metadata"]
-        # Not owned by the schedule, so it outlives it; and its archive outlives the
-        # Backup, whose role usually goes with the composite.
+        # Not owned by the schedule, so it outlives it; no ttl, so it stays until a
+        # team deletes it; Orphan, so its archive outlives the Backup (whose role
+        # usually goes with the composite) and no finalizer holds a namespace.
         backup = backup_of(
             schedule,
             name,
             labels={FINAL_BACKUP_OF: metadata["name"], FINAL_BACKUP_OF_UID: metadata["uid"]},
-            annotations={DELETION_POLICY: RETAIN},
+            annotations={},
+            policy=DeletionPolicy.ORPHAN,
+            expires=False,
         )
         # Made before a restart, if it exists: the name is the deletion time.
         await self._create_once(
@@ -444,7 +452,7 @@ class ScheduleReconciler:
             and (current.get("message", "") == message)
         ):
             return
-        fresh["lastTransitionTime"] = _format(now)
+        fresh["lastTransitionTime"] = format_timestamp(now)
         status["conditions"] = [
             *(c for c in status.get("conditions") or [] if c.get("type") != type_),
             fresh,

@@ -25,6 +25,7 @@ import os
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from enum import Enum, StrEnum
 from pathlib import Path
 from types import TracebackType
@@ -124,6 +125,15 @@ class StorageSpec:
     external_id: str = ""
     assume_role_with: str = AssumeRoleWith.ASSUME_ROLE
     web_identity_token: str = field(default="", repr=False)
+
+
+@dataclass(frozen=True)
+class StoredObject:
+    """An object in a bucket, as a listing shows it."""
+
+    key: str
+    size: int
+    last_modified: datetime
 
 
 class Store:
@@ -250,6 +260,32 @@ class Store:
                 # AWS answers 204 either way; some S3-compatible stores say NoSuchKey.
                 if _error_code(error) != "NoSuchKey":
                     raise
+
+    def objects_under(self, prefix: str, *, suffix: str = "") -> list[StoredObject]:
+        """The objects whose keys start with ``prefix`` (and end with ``suffix``), a page at a time.
+
+        Args:
+            prefix: The key prefix; empty lists the whole bucket.
+            suffix: Only keys ending so (such as ``.tar.gz``).
+
+        Returns:
+            Key, size and last-modified time of each, in key order.
+
+        Raises:
+            StorageError: The bucket is missing or cannot be listed.
+        """
+        found: list[StoredObject] = []
+        with _translated(f"list {self._url(prefix)}", self._endpoint):
+            pages = self._client.get_paginator("list_objects_v2").paginate(
+                Bucket=self._bucket, Prefix=prefix
+            )
+            for page in pages:
+                found.extend(
+                    StoredObject(str(item["Key"]), int(item["Size"]), item["LastModified"])
+                    for item in page.get("Contents") or []
+                    if str(item["Key"]).endswith(suffix)
+                )
+        return found
 
     def exists(self, key: str) -> bool:
         """Whether an object is stored at ``key``.

@@ -992,6 +992,31 @@ HOSTILE_CASES = [
         "an export without options is refused", changed_export(options=None), "options is missing"
     ),
     HostileCase(
+        "a Crossplane version that would drive a terminal is refused",
+        changed_export(crossplane={"version": f"2.1.4\x1b[2J{CANARY}"}),
+        "crossplane.version is not a version",
+    ),
+    HostileCase(
+        "a Kubernetes version that is not text is refused",
+        changed_export(kubernetes={"version": {"major": 1}}),
+        "kubernetes.version is not a version",
+    ),
+    HostileCase(
+        "a crossplane section that is not a mapping is refused",
+        changed_export(crossplane=[CANARY]),
+        "crossplane is not a mapping",
+    ),
+    HostileCase(
+        "a feature flag that is not one is refused",
+        changed_export(crossplane={"featureFlags": [f"rm -rf {CANARY}"]}),
+        "crossplane.featureFlags is not a list",
+    ),
+    HostileCase(
+        "more feature flags than any Crossplane has are refused",
+        changed_export(crossplane={"featureFlags": [f"--enable-x{i}" for i in range(65)]}),
+        "crossplane.featureFlags is not a list of at most 64 flags",
+    ),
+    HostileCase(
         "an export listing a path outside the layout is refused",
         changed_export(files={f"../{CANARY}.yaml": "0" * 64}),
         "lists a path that does not fit the archive layout",

@@ -140,7 +140,8 @@ def test_describe_counts_objects_by_kind_and_namespace(tmp_path: Path) -> None:
     lines = stdout.splitlines()
     assert lines[0].startswith("instance team-a/myctp, exported at 2026-12-03T06:00:00Z")
     assert lines[0].endswith("8 objects of 3 types")
-    assert [line.split() for line in lines[2:]] == [
+    assert lines[1] == "source: Kubernetes not recorded, Crossplane not recorded"
+    assert [line.split() for line in lines[3:]] == [
         ["KIND", "GROUP", "NAMESPACE", "OBJECTS"],
         ["Bucket", "s3.example.org", "app-1", "2"],
         ["ConfigMap", "(core)", "app-0", "3"],

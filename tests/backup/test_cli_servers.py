@@ -21,11 +21,14 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
 from click.testing import CliRunner, Result
+from kubernetes import client
 
 from provider.backup import archive, cli
 from provider.backup.export import CORE_TYPES, estimate, kept
@@ -219,7 +222,8 @@ def test_a_dry_run_into_an_empty_control_plane_would_create_everything_and_creat
         "buckets.s3.example.org is not Established yet (the restore waits for it))"
     ) in result.stdout.splitlines()
     assert result.stdout.endswith(
-        f"dry run: {SEEDED_TOTAL - 1} to create, 0 to change, 1 unchanged; "
+        f"dry run: {SEEDED_TOTAL - 1} to create, 0 to change, 1 unchanged, 0 skipped "
+        "(Crossplane makes them again); "
         f"nothing was changed in {empty.server.url}\n"
     )
     assert versions(empty) == before
@@ -283,7 +287,8 @@ def test_a_dry_run_shows_what_drifted_as_created_changed_or_unchanged_and_change
         assert value.decode() not in result.output
         assert base64.b64encode(value).decode() not in result.output
     assert result.stdout.endswith(
-        f"dry run: 1 to create, 4 to change, {SEEDED_TOTAL - 5} unchanged; "
+        f"dry run: 1 to create, 4 to change, {SEEDED_TOTAL - 5} unchanged, 0 skipped "
+        "(Crossplane makes them again); "
         f"nothing was changed in {drifted.server.url}\n"
     )
     # Nothing changed: every resourceVersion is as it was, and nothing came or went.
@@ -522,3 +527,113 @@ def test_an_export_to_s3_through_a_role_signs_with_the_role_as_a_backup_does(
     verified = invoke("verify", "s3://cli-role/team-a/myctp/by-role.tar.gz", *through_role)
     assert verified.exit_code == 0, verified.output
     assert engineer.secret_key not in exported.output + verified.output
+
+
+def crossplane_deployment(kube: Kube, version: str, *args: str) -> None:
+    """Crossplane's Deployment as its Helm chart makes it (no controller runs it here)."""
+    kube.namespace("crossplane-system")
+    container = {"name": "crossplane", "image": "crossplane", "args": ["core", "start", *args]}
+    apps: Any = client.AppsV1Api(kube.api)
+    apps.create_namespaced_deployment(
+        "crossplane-system",
+        {
+            "metadata": {"name": "crossplane", "labels": {"app.kubernetes.io/version": version}},
+            "spec": {
+                "selector": {"matchLabels": {"app": "crossplane"}},
+                "template": {
+                    "metadata": {"labels": {"app": "crossplane"}},
+                    "spec": {"containers": [container]},
+                },
+            },
+        },
+    )
+
+
+def test_a_restore_into_an_older_crossplane_minor_is_refused_unless_forced(
+    kube_etcd: Etcd, tmp_path: Path
+) -> None:
+    with APIServerFactory(kube_etcd) as factory:
+        newer, older = Kube(factory(name="cli-newer-xp")), Kube(factory(name="cli-older-xp"))
+        crossplane_deployment(newer, "2.1.4-up.2", "--enable-usages", "--debug")
+        crossplane_deployment(older, "2.0.2-up.3")
+        newer.namespace("versioned-app")
+        path = tmp_path / "newer.tar.gz"
+        exported = invoke("export", "--kubeconfig", kubeconfig(newer), "-o", str(path), "-q")
+        assert exported.exit_code == 0, exported.output
+        described = invoke("describe", str(path))
+        assert re.fullmatch(
+            r"source: Kubernetes v1\.\d+\.\d+\S*, "
+            r"Crossplane 2\.1\.4-up\.2 \(feature flags: --enable-usages\)",
+            described.stdout.splitlines()[1],
+        )
+
+        refused = invoke("restore", str(path), "--kubeconfig", kubeconfig(older), "-q")
+
+        assert refused.exit_code == 1
+        assert refused.stderr == (
+            "Error: refused: the archive was taken from Crossplane 2.1.4-up.2, and the control "
+            "plane runs Crossplane 2.0.2-up.3, an older minor (2.0 < 2.1) whose CRDs may not "
+            "know the archive's objects; upgrade the control plane to Crossplane 2.1 or later "
+            "first (--force restores anyway)\n"
+        )
+        assert not older.core.list_namespace(field_selector="metadata.name=versioned-app").items
+
+        forced = invoke("restore", str(path), "--kubeconfig", kubeconfig(older), "-q", "--force")
+
+        assert forced.exit_code == 0, forced.output
+        assert forced.stderr.startswith(
+            "crossplane version: a restore without --force is refused: the archive was taken "
+            "from Crossplane 2.1.4-up.2"
+        )
+        assert older.core.list_namespace(field_selector="metadata.name=versioned-app").items
+
+
+def test_an_archive_made_before_export_left_crossplanes_objects_out_restores_without_them(
+    kube_etcd: Etcd, tmp_path: Path
+) -> None:
+    secrets = archive.ResourceType("secrets", "", "v1", "Secret", namespaced=True)
+    configmaps = archive.ResourceType("configmaps", "", "v1", "ConfigMap", namespaced=True)
+    namespaces = archive.ResourceType("namespaces", "", "v1", "Namespace", namespaced=False)
+    revision = {"apiVersion": "pkg.crossplane.io/v1", "kind": "ProviderRevision", "name": "p-1"}
+    sink = io.BytesIO()
+    writer = archive.ArchiveWriter(sink)
+    for name in ("crossplane-system", "app"):
+        writer.add(namespaces, {"metadata": {"name": name}})
+    writer.add(
+        secrets,
+        {"metadata": {"name": "crossplane-root-ca", "namespace": "crossplane-system"}},
+    )
+    writer.add(
+        secrets,
+        {
+            "metadata": {
+                "name": "provider-tls",
+                "namespace": "crossplane-system",
+                "ownerReferences": [{**revision, "uid": "u-1", "controller": True}],
+            }
+        },
+    )
+    writer.add(configmaps, {"metadata": {"name": "settings", "namespace": "app"}})
+    writer.finish(instance="old", exported_at=datetime.now(UTC), options={})
+    path = tmp_path / "old.tar.gz"
+    path.write_bytes(sink.getvalue())
+    with APIServerFactory(kube_etcd) as factory:
+        target = Kube(factory(name="cli-skips"))
+
+        planned = invoke("restore", str(path), "--kubeconfig", kubeconfig(target), "--dry-run")
+        restored = invoke("restore", str(path), "--kubeconfig", kubeconfig(target), "-q")
+
+        assert planned.exit_code == 0, planned.output
+        skipped = [line for line in planned.stdout.splitlines() if line.startswith("skip")]
+        assert skipped == [
+            "skip      Secret crossplane-system/crossplane-root-ca (a TLS Secret of "
+            "Crossplane's own install, which makes its own)",
+            "skip      Secret crossplane-system/provider-tls (owned by a package or its "
+            "revision, which the package manager makes again)",
+        ]
+        assert restored.exit_code == 0, restored.output
+        assert target.core.read_namespaced_config_map("settings", "app").metadata.name
+        names = {
+            s.metadata.name for s in target.core.list_namespaced_secret("crossplane-system").items
+        }
+        assert not names & {"crossplane-root-ca", "provider-tls"}

@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 import yaml
 
+from provider.backup.schedules import INSTANCE_LABEL
 from provider.backup.storage import StorageSpec, Store
 from sandbox.apiserver import APIServerFactory, Etcd
 from sandbox.controller_manager import ControllerManager
@@ -37,7 +38,6 @@ from tests.backup.test_roundtrip import (
 BUCKET = "final-backups"
 FINALIZER = "controlplane.spaces.upbound.io/final-backup"
 FINAL_OF = "controlplane.spaces.upbound.io/final-backup-of"
-RETAIN = "controlplane.spaces.upbound.io/deletion-policy"
 # A test's own finalizer: keeps a released schedule readable, as another controller's would.
 HELD = "test.example.org/hold"
 # A cluster-scoped composite kind, as a legacy XRD makes.
@@ -317,9 +317,12 @@ def test_a_deleted_schedule_takes_a_final_backup_that_outlives_it_and_keeps_ever
     assert name.startswith("myctp-final-") and len(name) == len("myctp-final-20261203093015")
     assert "ownerReferences" not in final["metadata"]
     assert final["metadata"]["labels"][FINAL_OF] == "myctp"
-    assert final["metadata"]["annotations"][RETAIN] == "Retain"
+    assert final["spec"]["deletionPolicy"] == "Orphan"
+    assert "finalizers" not in final["metadata"]
+    # Found by the control plane it holds, as a scheduled Backup is.
+    assert final["metadata"]["labels"][INSTANCE_LABEL] == held["spec"]["instanceRef"]["name"]
     assert final["spec"]["storage"] == held["spec"]["storage"]
-    assert final["spec"]["ttl"] == "24h"
+    assert "ttl" not in final["spec"], "a final Backup never expires"
     assert final["status"]["phase"] == "Completed", final["status"]
     store = world.store()
     assert store.exists(final["status"]["location"]["key"])
@@ -340,11 +343,11 @@ def test_a_deleted_schedule_takes_a_final_backup_that_outlives_it_and_keeps_ever
     gone(world, "backups", namespace, earlier["metadata"]["name"])
     assert store.exists(earlier_key)
 
-    # The final Backup deleted on its own keeps its archive too (its role may be gone).
+    # The final Backup deleted on its own keeps its archive too (its role may be gone):
+    # Orphan, it holds no finalizer, so nothing waits on S3.
     world.local.delete("backups", namespace, name)
     gone(world, "backups", namespace, name)
     assert store.exists(final["status"]["location"]["key"])
-    assert "ArchiveKept" in reasons(world, namespace, name)
 
 
 def test_a_backup_deleted_while_its_schedule_lives_still_deletes_its_archive(

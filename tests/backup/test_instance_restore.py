@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import io
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 import yaml
 
+from provider.backup import archive
+from provider.backup.archive import SourceVersions
 from provider.backup.restore import Restorer
+from provider.backup.storage import StorageSpec, Store
 from provider.instances import InstanceAPI
 from provider.kube import Cluster
 from provider.managed.reconciler import Reconciler
@@ -175,3 +179,137 @@ def test_an_instance_is_ready_only_once_its_backup_is_restored(
     assert hosted.core.read_namespaced_config_map("settings", "restored-app").data == {
         "mode": "changed"
     }
+
+
+def backup_from_crossplane(
+    planes: Planes, seaweed: SeaweedFS, name: str, crossplane_version: str
+) -> None:
+    """A Completed Backup of the source control plane, whose Space says it runs that version."""
+    local = planes.local
+    source = f"{name}-source"
+    instance_with_kubeconfig(local, planes.source.server, source)
+    local.custom.patch_namespaced_custom_object_status(
+        "controlplane.spaces.upbound.io",
+        "v1alpha1",
+        NAMESPACE,
+        "instances",
+        source,
+        {"status": {"atProvider": {"crossplaneVersion": crossplane_version}}},
+    )
+    local.create("backups", backup_object(name, source, seaweed.endpoint, f"team-a/{source}/"))
+    asyncio.run(run_backup(local, name, seaweed.endpoint))
+
+
+def recorded_source(local: Kube, backup: str, endpoint: str) -> SourceVersions:
+    """What the Backup's archive, as stored, records of its source."""
+    found = local.get("backups", NAMESPACE, backup)
+    assert found is not None
+    location = found["status"]["location"]
+    data = io.BytesIO()
+    Store.connect(StorageSpec(bucket=location["bucket"], endpoint=endpoint)).download(
+        location["key"], data
+    )
+    return archive.verify(io.BytesIO(data.getvalue())).source
+
+
+def namespace_exists(kube: Kube, name: str) -> bool:
+    return bool(kube.core.list_namespace(field_selector=f"metadata.name={name}").items)
+
+
+def events_of(local: Kube, name: str) -> list[tuple[str, str, str]]:
+    """(type, reason, message) of the events about Instance ``name``."""
+    found = local.core.list_namespaced_event(NAMESPACE)
+    return [
+        (event.type, event.reason, event.message)
+        for event in found.items
+        if event.involved_object.name == name
+    ]
+
+
+def restore_ended(found: dict[str, Any] | None) -> bool:
+    at_provider = ((found or {}).get("status") or {}).get("atProvider") or {}
+    return (at_provider.get("restore") or {}).get("phase") in {"Failed", "Completed"}
+
+
+def test_an_archive_from_a_newer_crossplane_is_refused_naming_both_versions_applying_nothing(
+    planes: Planes,
+    space: tuple[Kube, Kube],
+    seaweed: SeaweedFS,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    _, hosted = space
+    seaweed.configure(monkeypatch)
+    ensure_bucket(seaweed, BUCKET)
+    planes.source.namespace("from-the-future")
+    backup_from_crossplane(planes, seaweed, "future", "9.1.0-up.1")
+    local = planes.local
+    # The archive records what the Space said the source ran, and its API server's version.
+    source = recorded_source(local, "future", seaweed.endpoint)
+    assert source.crossplane == "9.1.0-up.1"
+    assert source.kubernetes.startswith("v1.")
+
+    local.create("instances", restoring_instance("too-old", "future"))
+    location = local.get("backups", NAMESPACE, "future")["status"]["location"]  # type: ignore[index]
+    store = Store.connect(StorageSpec(bucket=location["bucket"], endpoint=seaweed.endpoint))
+    ended: list[dict[str, Any]] = []
+
+    def refused_and_not_fetched_again(found: dict[str, Any] | None) -> bool:
+        if found is None or not restore_ended(found):
+            return False
+        ended.append(found)
+        if len(ended) == 1:
+            # A retry for the same version would now fail to fetch the archive.
+            store.delete(location["key"])
+        return len(ended) == 4
+
+    refused = reconcile(local, "too-old", seaweed.endpoint, refused_and_not_fetched_again)
+
+    assert refused is not None
+    running = refused["status"]["atProvider"]["crossplaneVersion"]
+    assert refused["status"]["atProvider"]["restore"]["phase"] == "Failed"
+    restored = condition(refused, "Restored")
+    assert (restored["status"], restored["reason"]) == ("False", "RestoreFailed")
+    assert restored["message"].startswith(
+        "restore from Backup future failed before applying anything: the archive was taken "
+        f"from Crossplane 9.1.0-up.1, and the control plane runs Crossplane {running}, an "
+        "older minor"
+    )
+    assert condition(refused, "Ready")["status"] == "False"
+    # Nothing of the archive reached the control plane.
+    assert not namespace_exists(hosted, "from-the-future")
+    assert [
+        (kind, reason)
+        for kind, reason, message in events_of(local, "too-old")
+        if running in message
+    ] == [("Warning", "RestoreCrossplaneTooOld")]
+
+
+def test_an_archive_from_an_older_crossplane_minor_is_restored_and_the_event_says_so(
+    planes: Planes,
+    space: tuple[Kube, Kube],
+    seaweed: SeaweedFS,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    _, hosted = space
+    seaweed.configure(monkeypatch)
+    ensure_bucket(seaweed, BUCKET)
+    planes.source.namespace("from-the-past")
+    backup_from_crossplane(planes, seaweed, "past", "1.20.5-up.1")
+    local = planes.local
+    local.create("instances", restoring_instance("newer", "past"))
+
+    done = reconcile(local, "newer", seaweed.endpoint, restore_ended)
+
+    assert done is not None
+    assert done["status"]["atProvider"]["restore"]["phase"] == "Completed"
+    running = done["status"]["atProvider"]["crossplaneVersion"]
+    assert namespace_exists(hosted, "from-the-past")
+    noted = [event for event in events_of(local, "newer") if "Crossplane" in event[1]]
+    assert noted == [
+        (
+            "Normal",
+            "RestoreCrossplaneVersion",
+            "Backup past: the archive was taken from Crossplane 1.20.5-up.1; the control plane "
+            f"runs Crossplane {running}, a newer minor, which serves what the older one did",
+        )
+    ]

@@ -156,6 +156,7 @@ def test_deleting_a_backup_never_deletes_an_archive_that_is_not_its_own(
     ):
         name = fresh_name(f"forged-{index}")
         body = backup_object(name, "any", seaweed.endpoint, prefix)
+        body["spec"]["deletionPolicy"] = "Delete"  # an Orphan one would not try at all
         body["metadata"]["finalizers"] = ["controlplane.spaces.upbound.io/archive"]
         planes.local.create("backups", body)
         set_status(planes, name, {"phase": "Completed", "location": {"bucket": BUCKET, "key": key}})

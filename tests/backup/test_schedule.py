@@ -5,13 +5,15 @@ from __future__ import annotations
 import asyncio
 import itertools
 from collections.abc import Iterator
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
 import yaml
 
-from provider.backup.schedules import SCHEDULE_LABEL, ScheduleReconciler
+from provider.backup.retention import DeletionPolicy
+from provider.backup.schedules import INSTANCE_LABEL, SCHEDULE_LABEL, ScheduleReconciler, backup_of
 from provider.kube import Cluster
 from sandbox.apiserver import APIServerFactory, Etcd
 from sandbox.spaces import Kube, condition
@@ -113,6 +115,7 @@ def test_a_schedule_fires_on_time_once_per_firing(local: Kube) -> None:
     assert [b["metadata"]["name"] for b in made] == [f"myctp-{first:%Y%m%d%H%M%S}"]
     backup = made[0]
     assert backup["metadata"]["labels"][SCHEDULE_LABEL] == "myctp"
+    assert backup["metadata"]["labels"][INSTANCE_LABEL] == "myctp"
     assert backup["metadata"]["ownerReferences"][0]["kind"] == "BackupSchedule"
     assert backup["spec"]["storage"]["prefix"] == f"{namespace}/myctp/"
 
@@ -207,3 +210,51 @@ def test_an_every_schedule_fires_at_the_multiples_of_its_interval_and_passes_on_
     made = backups(local, namespace)
     assert [b["metadata"]["name"] for b in made] == [f"myctp-{first:%Y%m%d%H%M%S}"]
     assert made[0]["spec"]["excludedResources"] == list(excluded)
+
+
+@dataclass(frozen=True)
+class InstanceLabelCase:
+    reason: str
+    instance: str
+    want: str | None
+
+
+INSTANCE_LABEL_CASES = [
+    InstanceLabelCase(
+        "A Backup names the Instance it holds, not its schedule, so a control plane's "
+        "Backups are found whatever its schedule is called.",
+        "team-ctp",
+        "team-ctp",
+    ),
+    InstanceLabelCase(
+        "An Instance name of 63 characters is a label value.",
+        "c" * 63,
+        "c" * 63,
+    ),
+    InstanceLabelCase(
+        "An Instance name longer than a label value may be leaves the label off, rather "
+        "than making a Backup the API server refuses.",
+        "c" * 64,
+        None,
+    ),
+]
+
+
+@pytest.mark.parametrize("case", INSTANCE_LABEL_CASES, ids=lambda case: case.reason)
+def test_every_backup_a_schedule_makes_is_labelled_with_its_instance(
+    case: InstanceLabelCase,
+) -> None:
+    held = {
+        "metadata": {"name": "nightly", "namespace": "team-a"},
+        "spec": {"instanceRef": {"name": case.instance}, "storage": {"bucket": "b"}},
+    }
+    made = backup_of(
+        held,
+        "nightly-1",
+        labels={SCHEDULE_LABEL: "nightly"},
+        annotations={},
+        policy=DeletionPolicy.DELETE,
+        expires=True,
+    )
+    assert made["metadata"]["labels"].get(INSTANCE_LABEL) == case.want
+    assert made["metadata"]["labels"][SCHEDULE_LABEL] == "nightly"

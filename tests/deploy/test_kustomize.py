@@ -353,3 +353,24 @@ def test_the_shipped_rbac_grants_each_controller_only_what_it_needs(
         answer.stdout,
         answer.stderr,
     )
+
+
+def test_crossplane_core_may_read_backups_and_do_nothing_else_by_our_role() -> None:
+    # Core fetches the Backups spec.restore.fromControlPlane chooses from; Crossplane's
+    # own ClusterRole aggregates every ClusterRole with this label.
+    aggregated = [
+        doc
+        for doc in built("deploy/backup-controller")
+        if doc["kind"] == "ClusterRole"
+        and (doc["metadata"].get("labels") or {}).get("rbac.crossplane.io/aggregate-to-crossplane")
+        == "true"
+    ]
+    assert [role["rules"] for role in aggregated] == [
+        [
+            {
+                "apiGroups": ["controlplane.spaces.upbound.io"],
+                "resources": ["backups"],
+                "verbs": ["get", "list", "watch"],
+            }
+        ]
+    ]

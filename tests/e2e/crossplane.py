@@ -34,14 +34,23 @@ def run(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
 def render(
     folder: Path, composition: Path, function_address: str, observed: Path
 ) -> list[dict[str, Any]]:
-    """``crossplane render`` of an example against the function at ``function_address``."""
+    """``crossplane render`` of an example against the function at ``function_address``.
+
+    The example's ``required/`` folder, when it has one, holds the resources the
+    function may ask for; an ``observed`` folder without YAML (nothing composed
+    yet) is passed as no observed resources, which crossplane render wants.
+    """
+    extra: list[str] = []
+    if any(observed.glob("*.yaml")):
+        extra += ["--observed-resources", str(observed)]
+    if (folder / "required").is_dir():
+        extra += ["--required-resources", str(folder / "required")]
     result = run(
         "render",
         "xr.yaml",
         str(composition),
         "functions.yaml",
-        "--observed-resources",
-        str(observed),
+        *extra,
         "--include-full-xr",
         "--function-annotations",
         f"{DEVELOPMENT_TARGET}={function_address}",

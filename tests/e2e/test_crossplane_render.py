@@ -59,6 +59,7 @@ def test_every_scenario_of_the_issue_has_an_example_with_both_observed_steps() -
         "backup-dedicated-bucket",
         "backup-existing-bucket",
         "restore",
+        "restore-latest",
         "legacy-claim",
     }
     for folder in folders:
@@ -106,10 +107,12 @@ def test_crossplane_render_validate_and_the_in_process_render_agree(
     for obj in rendered:
         assert problems(obj) == []
 
+    required = case.path / "required"
     ours = in_process.render(
         _documents(case.path / "xr.yaml")[0],
         _input(_documents(case.composition)),
         _documents(observed),
+        required=_documents(required) if required.is_dir() else [],
     )
     assert ours[0]["status"] == xr["status"]
     assert ours[1:] == composed
@@ -158,6 +161,16 @@ XRD_RULE_CASES = [
         "The XRD refuses a password in the URL, as the function does.",
         {"source": {"url": "https://alice:s3cr3t-pa55@github.com/acmeorg/x"}},
         "spec.source.url must not carry credentials",
+    ),
+    XrdRuleCase(
+        "The XRD refuses a restore naming both a Backup and a control plane, as the function does.",
+        {"restore": {"backupName": "myctp-backup-1", "fromControlPlane": "myctp"}},
+        "spec.restore must set exactly one of backupName or fromControlPlane",
+    ),
+    XrdRuleCase(
+        "The XRD refuses a restore naming neither, as the function does.",
+        {"restore": {}},
+        "spec.restore must set exactly one of backupName or fromControlPlane",
     ),
 ]
 
@@ -210,13 +223,18 @@ def test_the_in_process_render_takes_crossplane_renders_arguments_and_prints_the
     # The same command line, but the program: the XR, the Composition and the
     # Functions in order, with the observed resources, the full XR and the
     # function's results.
+    # and the resources the function may ask for, when the example has them.
     folder = case.path if case else late_restore(tmp_path)
     args = [
         "xr.yaml",
         str(case.composition if case else COMPOSITION),
         "functions.yaml",
-        "-o",
-        "observed/created",
+        *(
+            ["-o", "observed/created"]
+            if any((folder / "observed" / "created").glob("*.yaml"))
+            else []
+        ),
+        *(["-e", "required"] if (folder / "required").is_dir() else []),
         "--include-full-xr",
         "-r",
     ]
@@ -235,3 +253,32 @@ def test_the_in_process_render_takes_crossplane_renders_arguments_and_prints_the
     assert printed == [doc for doc in yaml.safe_load_all(theirs.stdout) if doc]
     results = [doc for doc in printed if doc["kind"] == "Result"]
     assert bool(results) is (case is None), "only the late restore warns"
+
+
+@pytest.mark.e2e
+def test_a_restore_from_a_control_plane_without_backups_renders_nothing_and_is_not_ready(
+    function_address: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # The restore-latest example with no Backup to choose from: crossplane render
+    # and the in-process render compose nothing, keep the composite from being
+    # Ready, and warn naming the control plane.
+    for name in ("xr.yaml", "functions.yaml"):
+        shutil.copy(EXAMPLES / "restore-latest" / name, tmp_path / name)
+    args = ["xr.yaml", str(COMPOSITION), "functions.yaml", "-r"]
+    theirs = crossplane.run(
+        "render",
+        *args,
+        "--function-annotations",
+        f"{crossplane.DEVELOPMENT_TARGET}={function_address}",
+        cwd=tmp_path,
+    )
+    assert theirs.returncode == 0, theirs.stderr
+    rendered = [doc for doc in yaml.safe_load_all(theirs.stdout) if doc]
+    monkeypatch.chdir(tmp_path)
+    ours = CliRunner().invoke(cli.main, ["render", *args])
+    assert ours.exit_code == 0, ours.output
+    assert list(yaml.safe_load_all(ours.output)) == rendered
+    assert [doc["kind"] for doc in rendered] == ["ControlPlane", "Result"]
+    ready = next(c for c in rendered[0]["status"]["conditions"] if c["type"] == "Ready")
+    assert (ready["status"], ready["reason"]) == ("False", "Creating")
+    assert "no Completed Backup of control plane myctp" in rendered[1]["message"]

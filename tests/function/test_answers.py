@@ -24,7 +24,7 @@ from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 
 from function import fn
 from function.cli import _input
-from function.render import request
+from function.render import fetched, request
 
 ROOT = Path(__file__).resolve().parents[2]
 RECORDED = Path(__file__).with_name("answers.sha256")
@@ -77,12 +77,22 @@ def _cases() -> Iterator[Case]:
         for folder in sorted((example / "observed").iterdir()):
             files = sorted(folder.glob("*.yaml"))
             states[f"{folder.name} observed"] = [yaml.safe_load(f.read_text()) for f in files]
+        # The resources the function may ask for, passed as Crossplane passes them
+        # once asked (spec.restore.fromControlPlane's Backups).
+        available = [
+            doc
+            for path in sorted((example / "required").glob("*.yaml"))
+            for doc in yaml.safe_load_all(path.read_text())
+            if doc
+        ]
         for state, seen in states.items():
             for input_name, path in INPUTS.items():
                 function_input = _composition_input(path) if path else None
+                asked = fn.run(request(xr, function_input, seen)).requirements
+                required = fetched(asked, available) if available else None
                 for shape_name, shape in SHAPES.items():
                     name = f"{example.name}, {state}, {input_name}, {shape_name}"
-                    req = request(xr, function_input, seen)
+                    req = request(xr, function_input, seen, required)
                     req.meta.tag = name
                     shape(req)
                     yield Case(name, req)

@@ -226,9 +226,19 @@ BAD_CASES = [
         ("spec.crossplaneVersion", "no leading v"),
     ),
     BadCase(
-        "A restore without a backup name is refused.",
+        "A restore naming neither a Backup nor a control plane is refused.",
         {"restore": {}},
-        ("spec.restore.backupName", "is required"),
+        ("spec.restore", "exactly one of backupName, fromControlPlane", "got none"),
+    ),
+    BadCase(
+        "A restore naming both a Backup and a control plane is refused.",
+        {"restore": {"backupName": "myctp-backup-1", "fromControlPlane": "myctp"}},
+        ("spec.restore", "exactly one of backupName, fromControlPlane", "got backupName, "),
+    ),
+    BadCase(
+        "A restore from a control plane that is no valid Kubernetes name is refused.",
+        {"restore": {"fromControlPlane": "My CTP"}},
+        ("spec.restore.fromControlPlane", "DNS subdomain"),
     ),
     BadCase(
         "A restore naming no valid Kubernetes object is refused.",

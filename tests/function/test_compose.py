@@ -274,6 +274,17 @@ RESTORE_CASES = [
         None,
         warns=True,
     ),
+    RestoreCase(
+        "An Instance observed with a restore keeps it even without spec.restore: the "
+        "field is immutable on the Instance.",
+        {},
+        {
+            "instance": {
+                "spec": {"forProvider": {"initialRestorationFrom": {"backupRef": {"name": "old"}}}}
+            }
+        },
+        "old",
+    ),
     RestoreCase("No restore asked, none given.", {}, {}, None),
 ]
 

@@ -149,7 +149,10 @@ SPEC = st.builds(
     **{"class": _optional(st.sampled_from(["default", "large"]))},
     source=_optional(SOURCE),
     backup=_optional(BACKUP),
-    restore=_optional(st.builds(lambda n: {"backupName": n}, NAME)),
+    restore=_optional(
+        st.builds(lambda n: {"backupName": n}, NAME)
+        | st.builds(lambda n: {"fromControlPlane": n}, NAME)
+    ),
 )
 READINESS = st.sampled_from(["absent", "ready", "unready"])
 OBSERVED_NAMES = [
@@ -246,7 +249,17 @@ ANYTHING = st.recursive(
     max_leaves=20,
 )
 SPEC_KEYS = st.sampled_from(
-    ["crossplaneVersion", "channel", "class", "source", "backup", "restore", "url", "ref"]
+    [
+        "crossplaneVersion",
+        "channel",
+        "class",
+        "source",
+        "backup",
+        "restore",
+        "url",
+        "ref",
+        "fromControlPlane",
+    ]
 )
 NEAR_SPEC = st.dictionaries(SPEC_KEYS, ANYTHING, max_size=5) | SPEC.flatmap(
     lambda spec: st.dictionaries(SPEC_KEYS, ANYTHING, max_size=2).map(lambda extra: spec | extra)
@@ -269,7 +282,10 @@ def test_any_spec_and_any_input_get_a_response_never_an_exception(
         assert not rsp.desired.resources
         assert "internal error" not in fatal[0].message
     else:
-        assert "instance" in rsp.desired.resources
+        # The Instance, unless it waits for the Backups of spec.restore.fromControlPlane.
+        assert "instance" in rsp.desired.resources or "restore-backups" in (
+            rsp.requirements.resources
+        )
 
 
 def test_render_raises_a_fatal_error_with_the_functions_message() -> None:

@@ -35,6 +35,8 @@ REQUIRED_TOOLS = (
     "crane",
     "source-controller",
     "kustomize-controller",
+    "sops",
+    "age-keygen",
 )
 
 # `venv` runs our programs from the development venv instead of the built images.
