@@ -159,7 +159,6 @@ class InstanceAPI:
             "metadata": {
                 "name": metadata["uid"],
                 "labels": {PROVIDER_CONFIG_LABEL: ref.name},
-                "ownerReferences": [owner_reference(managed)],
             },
             "providerConfigRef": {"kind": ref.kind, "name": ref.name},
             "resourceRef": {
@@ -172,6 +171,12 @@ class InstanceAPI:
         }
         if resource.namespaced:
             usage["metadata"]["namespace"] = metadata["namespace"]
+            usage["metadata"]["ownerReferences"] = [owner_reference(managed)]
+        # A cluster-scoped usage cannot be owned by a namespaced Instance: the garbage
+        # collector treats that owner as unresolvable, never collects the usage, and a
+        # foreground deletion of the Instance (kubectl --cascade=foreground, Argo CD)
+        # waits for it for ever. It goes with the Instance's finalizer instead
+        # (``release_provider_config``).
         return resource, usage
 
     async def track_provider_config(self, managed: ManagedObject) -> None:
@@ -202,8 +207,11 @@ class InstanceAPI:
             existing.get("providerConfigRef") != usage["providerConfigRef"]
             or (existing["metadata"].get("labels") or {}).get(PROVIDER_CONFIG_LABEL)
             != metadata["labels"][PROVIDER_CONFIG_LABEL]
+            or existing["metadata"].get("ownerReferences") != metadata.get("ownerReferences")
         ):
             existing["providerConfigRef"] = usage["providerConfigRef"]
+            # Earlier versions gave a cluster-scoped usage the Instance as owner.
+            existing["metadata"]["ownerReferences"] = metadata.get("ownerReferences") or []
             existing["metadata"]["labels"] = {
                 **(existing["metadata"].get("labels") or {}),
                 **metadata["labels"],

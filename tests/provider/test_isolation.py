@@ -327,6 +327,44 @@ def test_a_deleted_provider_config_usage_is_made_again_by_the_same_process(world
     assert usage(world, uid, "ClusterProviderConfigUsage", ns) is not None
 
 
+def test_a_cluster_scoped_usage_names_no_namespaced_owner_and_an_old_one_loses_it(
+    world: World,
+) -> None:
+    """The garbage collector never collects a cluster-scoped object a namespaced one owns.
+
+    It holds such an owner unresolvable, so a foreground deletion of the Instance
+    (kubectl --cascade=foreground, Argo CD) would wait for the usage for ever.
+    """
+    ns = namespace(world)
+    world.local.create("instances", instance(ns))
+    found = settled(world, ns)
+    uid = found["metadata"]["uid"]
+    made = usage(world, uid, "ClusterProviderConfigUsage", ns)
+    assert made is not None
+    assert not made["metadata"].get("ownerReferences"), made["metadata"]
+    # What an earlier version wrote: the Instance as the usage's controller.
+    owner = {
+        "apiVersion": found["apiVersion"],
+        "kind": found["kind"],
+        "name": found["metadata"]["name"],
+        "uid": uid,
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+    world.local.patch(
+        "clusterproviderconfigusages",
+        None,
+        uid,
+        {"metadata": {"ownerReferences": [owner]}},
+    )
+
+    reconcile(world, ns, "myctp")
+
+    mended = usage(world, uid, "ClusterProviderConfigUsage", ns)
+    assert mended is not None
+    assert not mended["metadata"].get("ownerReferences"), mended["metadata"]
+
+
 def test_switching_to_a_namespaced_provider_config_drops_the_old_usage(world: World) -> None:
     ns = namespace(world)
     world.local.create("instances", instance(ns))

@@ -97,3 +97,40 @@ def test_deleting_a_controlplane_removes_the_team_in_order_and_orphans_what_flux
         ),
         timeout=UP_DEADLINE,
     )
+
+
+def test_a_foreground_delete_keeps_the_composite_until_the_space_has_deleted_its_controlplane(
+    platform: Platform,
+) -> None:
+    """What Argo CD and ``kubectl delete --cascade=foreground`` do: the composite waits.
+
+    The garbage collector lets each owner go only after its blocking dependents:
+    the composite after its Instance, the Instance after its connection secret
+    and usage. A dependent it cannot collect (a cluster-scoped usage owned by the
+    namespaced Instance, as the provider once wrote) holds the deletion for ever.
+    """
+    namespace, name = unique("foreground"), "ctp"
+    repository = platform.git.repository(namespace)
+    repository.commit({"app/kept.yaml": configmap("kept", "synced")}, "first")
+    platform.kube.namespace(namespace)
+    create(platform.kube, XR, controlplane(namespace, name, repository.url))
+    wait_ready(platform, XR, namespace, name)
+    hosted = hosted_name(platform, namespace, name)
+    watcher = GoneTimes(
+        platform,
+        namespace,
+        {"instance": (INSTANCE, name), "composite": (XR, name)},
+        in_space={"space controlplane": (SPACE_CONTROLPLANE, "default", hosted)},
+    )
+    with watcher:
+        group, version, plural = XR
+        platform.kube.custom.delete_namespaced_custom_object(
+            group, version, namespace, plural, name, propagation_policy="Foreground"
+        )
+        wait_for(
+            "the composite, its Instance and the Space's ControlPlane gone",
+            lambda: len(watcher.gone) == len(watcher.watched),
+            timeout=UP_DEADLINE,
+        )
+    gone = watcher.gone
+    assert gone["space controlplane"] <= gone["instance"] <= gone["composite"], gone
