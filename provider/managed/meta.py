@@ -99,7 +99,13 @@ def create_incomplete(obj: Mapping[str, Any]) -> bool:
     return all(t is None or pending > t for t in (succeeded, failed))
 
 
-def create_succeeded_within(obj: Mapping[str, Any], seconds: float, now: datetime) -> bool:
-    """Whether a create succeeded within the grace period (the backend may lag behind)."""
+def create_grace_left(obj: Mapping[str, Any], seconds: float, now: datetime) -> float:
+    """Seconds left of the grace period after a successful create (the backend may lag behind).
+
+    0 when no create succeeded within the last ``seconds``; at most ``seconds``, so
+    a success stamped in the future by a skewed clock waits one period, not longer.
+    """
     succeeded = _time(obj, EXTERNAL_CREATE_SUCCEEDED)
-    return succeeded is not None and (now - succeeded).total_seconds() < seconds
+    if succeeded is None:
+        return 0.0
+    return max(0.0, min(seconds, seconds - (now - succeeded).total_seconds()))

@@ -225,16 +225,19 @@ class _Run:
                 )
                 missing = conditions.reconcile_error(ERR_EXTERNAL_NOT_EXIST)
                 return await self._finish(Result(requeue=True), missing)
-            if meta.create_succeeded_within(
+            grace = meta.create_grace_left(
                 self.managed, self.r.creation_grace_period, self.r.clock()
-            ):
-                # The backend may not list what it just made yet: look again soon.
+            )
+            if grace > 0:
+                # The backend may not list what it just made yet: look again soon. Not
+                # a failure, so no growing backoff (crossplane-runtime's requeue): it
+                # overshot the grace by up to a minute, holding a deletion as long.
                 await self._event(
                     NORMAL,
                     REASON_PENDING,
                     "Waiting for external resource existence to be confirmed",
                 )
-                return Result(requeue=True)
+                return Result(requeue_after=min(grace, self.r.short_wait))
         if meta.was_deleted(self.managed):
             if len(self.managed["metadata"].get("finalizers") or []) > 1:
                 # Others still hold the resource: delete the external one last.

@@ -174,61 +174,61 @@ NOW = datetime(2024, 5, 1, 10, 0, 30, tzinfo=UTC)
 
 
 @dataclass
-class SucceededWithinCase:
+class GraceCase:
     reason: str
     annotations: dict[str, str]
     seconds: float
-    within: bool
+    left: float
 
 
-SUCCEEDED_WITHIN_CASES = [
-    SucceededWithinCase("never created means not within any period", {}, 30, within=False),
-    SucceededWithinCase(
-        "a create that only failed did not succeed", {FAILED: "2024-05-01T10:00:20Z"}, 30, False
+GRACE_CASES = [
+    GraceCase("never created leaves no grace", {}, 30, left=0),
+    GraceCase(
+        "a create that only failed did not succeed", {FAILED: "2024-05-01T10:00:20Z"}, 30, left=0
     ),
-    SucceededWithinCase(
-        "a success ten seconds ago is within thirty seconds",
+    GraceCase(
+        "a success ten seconds ago leaves twenty of thirty seconds",
         {SUCCEEDED: "2024-05-01T10:00:20Z"},
         30,
-        within=True,
+        left=20,
     ),
-    SucceededWithinCase(
-        "a success exactly thirty seconds ago is no longer within thirty seconds",
+    GraceCase(
+        "a success exactly thirty seconds ago leaves nothing of thirty seconds",
         {SUCCEEDED: "2024-05-01T10:00:00Z"},
         30,
-        within=False,
+        left=0,
     ),
-    SucceededWithinCase(
-        "a success thirty one seconds ago is not within thirty seconds",
+    GraceCase(
+        "a success thirty one seconds ago leaves nothing of thirty seconds",
         {SUCCEEDED: "2024-05-01T09:59:59Z"},
         30,
-        within=False,
+        left=0,
     ),
-    SucceededWithinCase(
-        "a success half a second inside the period is within it",
+    GraceCase(
+        "a success half a second inside the period leaves half a second",
         {SUCCEEDED: "2024-05-01T10:00:00.5Z"},
         30,
-        within=True,
+        left=0.5,
     ),
-    SucceededWithinCase(
-        "a success stamped in the future by a skewed clock counts as within",
+    GraceCase(
+        "a success stamped in the future by a skewed clock leaves one whole period",
         {SUCCEEDED: "2024-05-01T10:01:00Z"},
         30,
-        within=True,
+        left=30,
     ),
-    SucceededWithinCase(
+    GraceCase(
         "a zero grace period never waits",
         {SUCCEEDED: "2024-05-01T10:00:30Z"},
         0,
-        within=False,
+        left=0,
     ),
 ]
 
 
-@pytest.mark.parametrize("case", SUCCEEDED_WITHIN_CASES, ids=lambda case: case.reason)
-def test_create_succeeded_within_follows_crossplane_runtime(case: SucceededWithinCase) -> None:
-    assert meta.create_succeeded_within(annotated(case.annotations), case.seconds, NOW) is (
-        case.within
+@pytest.mark.parametrize("case", GRACE_CASES, ids=lambda case: case.reason)
+def test_the_grace_left_after_a_create_follows_crossplane_runtime(case: GraceCase) -> None:
+    assert meta.create_grace_left(annotated(case.annotations), case.seconds, NOW) == (
+        pytest.approx(case.left)
     )
 
 
@@ -319,7 +319,7 @@ def test_a_timestamp_is_written_as_rfc_3339_in_utc_and_read_back_to_the_second()
 
     assert written == "2024-05-01T10:00:00Z"
     later = annotated({SUCCEEDED: written})
-    assert meta.create_succeeded_within(later, 1, datetime(2024, 5, 1, 10, 0, 0, tzinfo=UTC))
-    assert not meta.create_succeeded_within(
+    assert meta.create_grace_left(later, 1, datetime(2024, 5, 1, 10, 0, 0, tzinfo=UTC)) == 1
+    assert not meta.create_grace_left(
         later, 1, datetime(2024, 5, 1, 10, 0, 0, tzinfo=UTC) + timedelta(seconds=1)
     )

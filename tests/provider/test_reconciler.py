@@ -491,7 +491,18 @@ CASES = [
             annotations={PENDING: "2024-05-01T09:59:50Z", SUCCEEDED: "2024-05-01T09:59:51Z"}
         ),
         observation=MISSING,
-        result=Result(requeue=True),
+        result=Result(requeue_after=SHORT_WAIT),
+        synced=None,
+        not_called=EXTERNAL_WRITES,
+        event=(NORMAL, "PendingExternalResource"),
+    ),
+    ReconcileCase(
+        reason="a resource not yet visible near the end of its grace is looked at when it ends",
+        managed=managed(
+            annotations={PENDING: "2024-05-01T09:59:28Z", SUCCEEDED: "2024-05-01T09:59:32Z"}
+        ),
+        observation=MISSING,
+        result=Result(requeue_after=2.0),
         synced=None,
         not_called=EXTERNAL_WRITES,
         event=(NORMAL, "PendingExternalResource"),

@@ -167,6 +167,9 @@ def app_files(value: str) -> dict[str, str]:
 class GoneTimes:
     """Records, from a thread, the wall-clock time each watched object stopped existing.
 
+    Times are per polling round (every 50 ms or so): two objects gone within one
+    round get the same time, and ``<=`` is the order a test can assert.
+
     ``watched`` are objects of the management cluster in ``namespace``; ``in_space``
     are the Space's, by ``(kind, namespace, name)``.
     """
@@ -199,9 +202,12 @@ class GoneTimes:
 
     def _loop(self) -> None:
         while not self._stop.wait(0.05) and len(self.gone) < len(self.watched):
+            # One time per round, taken after every object was last seen: objects found
+            # gone in the same round are not ordered by the order they were looked at in.
+            now = time.time()
             for key, (kube, kind, namespace, name) in self.watched.items():
                 if key not in self.gone and get(kube, kind, namespace, name) is None:
-                    self.gone[key] = time.time()
+                    self.gone[key] = now
 
 
 _SAMPLE = re.compile(r"^([a-zA-Z_:][\w:]*)(?:\{([^}]*)\})? ([0-9.eE+-]+)$", re.MULTILINE)
