@@ -102,8 +102,9 @@ def create_incomplete(obj: Mapping[str, Any]) -> bool:
 def create_grace_left(obj: Mapping[str, Any], seconds: float, now: datetime) -> float:
     """Seconds left of the grace period after a successful create (the backend may lag behind).
 
-    0 when no create succeeded within the last ``seconds``; at most ``seconds``, so
-    a success stamped in the future by a skewed clock waits one period, not longer.
+    0 when no create succeeded within the last ``seconds``; never more than
+    ``seconds``, so a success stamped in the future by a skewed clock asks for no
+    longer a wait at a time (it counts as within the period until the clock passes it).
     """
     succeeded = _time(obj, EXTERNAL_CREATE_SUCCEEDED)
     if succeeded is None:
