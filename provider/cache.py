@@ -367,9 +367,12 @@ class Informer:
     async def _failed(
         self, error: kube.KubeError, delay: float, stop: asyncio.Event, what: str
     ) -> None:
+        """Note a failure (said at warning when it is new, then at debug) and back off."""
+        repeated = self.last_error is not None and str(self.last_error) == str(error)
         self.last_error = error
         self._attempted.set()
-        log.warning(what, extra={"fields": {**self._fields(), "error": str(error)}})
+        fields = {**self._fields(), "error": str(error)}
+        (log.debug if repeated else log.warning)(what, extra={"fields": fields})
         await first_of(asyncio.sleep(delay), stop.wait())
 
     async def _list(self) -> None:

@@ -281,11 +281,20 @@ class SpacesConnector:
         return space
 
     async def _published(self, space: _Space) -> Ingress | None:
-        """What the Space publishes of its ingress, read again once a poll interval old.
+        """What the Space publishes of its ingress: from its watch, else read once a poll.
 
         None when it publishes nothing this client may read (the ConfigMap is absent,
         or its Role does not grant it): the Space's own host is then the default.
         """
+        watched = space.cache.informer(kube.CONFIG_MAPS)
+        if watched is not None:
+            with contextlib.suppress(KubeError):
+                await watched.wait_synced(SYNC_TIMEOUT_SECONDS)
+            if watched.fresh():
+                return _ingress_of(
+                    watched.get(ingress.INGRESS_NAMESPACE, ingress.INGRESS_CONFIGMAP)
+                )
+        # Not watched, or its Role grants only get: read it, at most once a poll interval.
         now = time.monotonic()
         if space.published_at is not None and now - space.published_at < self.poll_interval:
             return space.published
@@ -295,15 +304,7 @@ class SpacesConnector:
             )
         except kube.ForbiddenError:
             found = None
-        try:
-            space.published = ingress.published(found.get("data")) if found else None
-        except ingress.IngressError as error:
-            log.warning(
-                "the Space's published ingress is not usable",
-                extra={"fields": {"error": str(error)}},
-            )
-            space.published = None
-        space.published_at = now
+        space.published, space.published_at = _ingress_of(found), now
         return space.published
 
     async def _record(
@@ -384,11 +385,20 @@ class SpacesConnector:
             for instance in instance_of(control_planes.get(group, name) or {}):
                 notify(instance)
 
+        # What the Space publishes of its ingress (one ConfigMap, by name).
+        published = Informer(
+            cluster,
+            kube.CONFIG_MAPS,
+            namespace=ingress.INGRESS_NAMESPACE,
+            field_selector=f"metadata.name={ingress.INGRESS_CONFIGMAP}",
+            relist_interval=self.poll_interval,
+        )
         control_planes.add_handler(control_plane_changed)
         secrets.add_handler(secret_changed)
-        watches.run(control_planes)
-        watches.run(secrets)
-        return _Space(version, cluster, CachedClient(cluster, [control_planes, secrets]), watches)
+        for informer in (control_planes, secrets, published):
+            watches.run(informer)
+        cache = CachedClient(cluster, [control_planes, secrets, published])
+        return _Space(version, cluster, cache, watches)
 
     def _wake_all(self, space: _Space) -> None:
         """Queue every Instance of the Space's group: a new token goes into their kubeconfigs."""
@@ -439,6 +449,19 @@ def _kubeconfig_of(secret: JsonObject, key: str, where: str) -> JsonObject:
         detail = str(error) if isinstance(error, KubeError) else "is not valid base64 text"
         msg = f"cannot use the Space kubeconfig: key {key!r} of {where} {detail}"
         raise ConnectError(msg) from None
+
+
+def _ingress_of(config_map: JsonObject | None) -> Ingress | None:
+    """The ingress an ``ingress-public`` ConfigMap publishes; None for none (or a bad one)."""
+    if config_map is None:
+        return None
+    try:
+        return ingress.published(config_map.get("data"))
+    except ingress.IngressError as error:
+        log.warning(
+            "the Space's published ingress is not usable", extra={"fields": {"error": str(error)}}
+        )
+        return None
 
 
 def _token_of(secret: JsonObject, key: str, where: str) -> str:
