@@ -46,7 +46,6 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from kubernetes import client
 
 from sandbox import kubectl
 from sandbox.apiserver import APIServer, APIServerFactory, run_etcd
@@ -69,7 +68,14 @@ from sandbox.pki import issue
 from sandbox.processes import Process
 from sandbox.registry import FUNCTION, PROVIDER, Registry
 from sandbox.spacefront import CloudAuth, SpaceFront
-from sandbox.spaces import SPACES_CRD, Kube, SpacesSimulator, wait_for
+from sandbox.spaces import (
+    SPACES_CRD,
+    Kube,
+    SpacesSimulator,
+    provider_role,
+    service_account_kubeconfig,
+    wait_for,
+)
 
 SPACE_GROUP = "default"
 SPACE_SECRET = "space-kubeconfig"
@@ -285,51 +291,11 @@ class Platform:
         ``get`` of ``upbound-system/ingress-public``. The ClusterProviderConfig is named
         after the group.
         """
-        rbac: Any = client.RbacAuthorizationV1Api(self.space.api)
-        core = self.space.core
-        self.space.namespace(group)
-        account = "provider-controlplane"
-        core.create_namespaced_service_account(group, {"metadata": {"name": account}})
-        reading = ["get", "list", *(["watch"] if watch else [])]
-        roles = {
-            (group, "provider-controlplane"): [
-                {
-                    "apiGroups": ["spaces.upbound.io"],
-                    "resources": ["controlplanes"],
-                    "verbs": [*reading, "create", "patch", "delete"],
-                },
-                {"apiGroups": [""], "resources": ["secrets"], "verbs": reading},
-            ],
-            ("upbound-system", f"provider-controlplane-{group}"): [
-                {
-                    "apiGroups": [""],
-                    "resources": ["configmaps"],
-                    "resourceNames": ["ingress-public"],
-                    "verbs": ["get"],
-                }
-            ],
-        }
-        for (namespace, name), rules in roles.items():
-            rbac.create_namespaced_role(namespace, {"metadata": {"name": name}, "rules": rules})
-            rbac.create_namespaced_role_binding(
-                namespace,
-                {
-                    "metadata": {"name": name},
-                    "roleRef": {
-                        "apiGroup": "rbac.authorization.k8s.io",
-                        "kind": "Role",
-                        "name": name,
-                    },
-                    "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": group}],
-                },
-            )
-        minted = core.create_namespaced_service_account_token(
-            account, group, {"spec": {"expirationSeconds": 7 * 24 * 3600}}
+        text = service_account_kubeconfig(
+            self.space, group, "provider-controlplane", provider_role(group, watch=watch)
         )
-        document = yaml.safe_load(self.space.server.kubeconfig)
-        document["users"][0]["user"] = {"token": minted.status.token}
         secret = f"space-{group}-kubeconfig"
-        self.kube.put_secret(NAMESPACE, secret, {"kubeconfig": yaml.safe_dump(document).encode()})
+        self.kube.put_secret(NAMESPACE, secret, {"kubeconfig": text.encode()})
         self._provider_config(
             group, group, {"source": "Secret", "secretRef": _secret_ref(secret, "kubeconfig")}
         )

@@ -214,6 +214,64 @@ class Kube:
         return [dict(self.api.sanitize_for_serialization(e)) for e in found.items]
 
 
+def provider_role(group: str, *, watch: bool, read: bool = True) -> dict[str, list[dict[str, Any]]]:
+    """The Space Role the provider needs, by namespace: the group's, and the published ingress.
+
+    ``watch`` adds ``watch`` to the reads; without ``read`` it may not even get or list.
+    """
+    reading = ["get", "list", *(["watch"] if watch else [])] if read else []
+    return {
+        group: [
+            {
+                "apiGroups": ["spaces.upbound.io"],
+                "resources": ["controlplanes"],
+                "verbs": [*reading, "create", "patch", "delete"],
+            },
+            {"apiGroups": [""], "resources": ["secrets"], "verbs": reading or ["create"]},
+        ],
+        INGRESS_NAMESPACE: [
+            {
+                "apiGroups": [""],
+                "resources": ["configmaps"],
+                "resourceNames": [INGRESS_CONFIGMAP],
+                "verbs": ["get"],
+            }
+        ],
+    }
+
+
+def service_account_kubeconfig(
+    space: Kube, namespace: str, account: str, rules: dict[str, list[dict[str, Any]]]
+) -> str:
+    """A kubeconfig of ``space``'s API server with a token of a new ServiceAccount.
+
+    The account gets a Role per namespace of ``rules`` (each named after the account),
+    as an operator following the self-hosted docs sets up the provider's identity in
+    the host cluster.
+    """
+    rbac: Any = client.RbacAuthorizationV1Api(space.api)
+    space.namespace(namespace)
+    space.core.create_namespaced_service_account(namespace, {"metadata": {"name": account}})
+    role = f"{account}-{namespace}"
+    for where, granted in rules.items():
+        space.namespace(where)
+        rbac.create_namespaced_role(where, {"metadata": {"name": role}, "rules": granted})
+        rbac.create_namespaced_role_binding(
+            where,
+            {
+                "metadata": {"name": role},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": role},
+                "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": namespace}],
+            },
+        )
+    minted = space.core.create_namespaced_service_account_token(
+        account, namespace, {"spec": {"expirationSeconds": 7 * 24 * 3600}}
+    )
+    document = yaml.safe_load(space.server.kubeconfig)
+    document["users"][0]["user"] = {"token": minted.status.token}
+    return str(yaml.safe_dump(document))
+
+
 @dataclass(frozen=True)
 class Fault:
     """A fault the simulated Space reports on one ControlPlane until it is cleared.
