@@ -81,7 +81,12 @@ class OrganizationTokens:
         async with self._lock:
             current = self._current
             if current is None or self._clock() >= current.refresh_at:
-                current = await self._exchange()
+                try:
+                    current = await self._exchange()
+                except kube.KubeError:
+                    # The auth service is away: a token that has not expired still works.
+                    if current is None or self._clock() >= current.expires_at:
+                        raise
         return current.value
 
     def refused(self, token: str) -> None:

@@ -148,3 +148,37 @@ def test_an_instance_in_a_cloud_space_gets_a_kubeconfig_rewritten_before_each_to
     assert (recorded or {}).get("status", {}).get("space", {}).get("ingressHost") == (
         cloud.front.host
     )
+
+
+def test_a_robot_token_the_auth_service_refuses_is_said_on_the_instance(
+    env: Env, cloud: Cloud
+) -> None:
+    env.local.put_secret(PROVIDER_NAMESPACE, "revoked-robot", {"token": b"revoked-token"})
+    config = env.local.get("clusterproviderconfigs", None, "cloud")
+    assert config is not None
+    credentials = config["spec"]["spaces"]["credentials"]
+    credentials["secretRef"]["name"] = "revoked-robot"
+    env.local.create(
+        "clusterproviderconfigs",
+        {
+            "apiVersion": config["apiVersion"],
+            "kind": config["kind"],
+            "metadata": {"name": "cloud-revoked"},
+            "spec": config["spec"],
+        },
+    )
+    namespace = fresh(env, "revoked")
+    env.local.create(
+        "instances",
+        instance(
+            namespace, provider_config={"kind": "ClusterProviderConfig", "name": "cloud-revoked"}
+        ),
+    )
+
+    def refused() -> dict[str, Any] | None:
+        synced = condition(env.local.get("instances", namespace, "myctp"), "Synced")
+        return synced if synced.get("status") == "False" else None
+
+    synced = wait_for("the Instance Synced=False", refused)
+    assert "orgscopedtokens: 401 Unauthorized" in synced["message"], synced
+    assert "revoked-token" not in synced["message"]

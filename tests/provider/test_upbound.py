@@ -165,3 +165,37 @@ def test_a_token_the_space_refuses_is_exchanged_again_at_the_next_request() -> N
             await tokens.close()
 
     assert asyncio.run(scenario()) == ["access-1", "access-1", "access-2"]
+
+
+def test_while_the_auth_service_is_away_a_token_is_used_until_it_expires() -> None:
+    clock = Clock()
+    answers: list[ExchangedToken | kube.KubeError] = [
+        ExchangedToken("access-1", 60.0),
+        kube.UnreachableError("cannot reach the token exchange"),
+        kube.UnreachableError("cannot reach the token exchange"),
+    ]
+
+    async def flaky(
+        endpoint: str, organization: str, token: str, *, ca_pem: str | None = None
+    ) -> ExchangedToken:
+        answer = answers.pop(0)
+        if isinstance(answer, kube.KubeError):
+            raise answer
+        return answer
+
+    async def scenario() -> tuple[str, str | None]:
+        tokens = OrganizationTokens("https://auth", "acme", "robot", exchange=flaky, clock=clock)
+        try:
+            await tokens()
+            clock.now += 45.0
+            still = await tokens()
+            clock.now += 20.0
+            try:
+                await tokens()
+            except kube.UnreachableError:
+                return still, None
+            return still, "expired token handed out"
+        finally:
+            await tokens.close()
+
+    assert asyncio.run(scenario()) == ("access-1", None)
