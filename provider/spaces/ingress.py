@@ -74,8 +74,8 @@ def published(data: Mapping[str, Any] | None) -> Ingress:
     if host.startswith("*."):
         msg = f"{WHERE}: {HOST_KEY} is a wildcard, not a host"
         raise IngressError(msg)
-    ca = str((data or {}).get(CA_KEY) or "").strip()
-    return Ingress(host, ca or None)
+    ca = str((data or {}).get(CA_KEY) or "")
+    return Ingress(host, ca if ca.strip() else None)
 
 
 def from_url(url: str, ca_pem: str | None = None) -> Ingress:
