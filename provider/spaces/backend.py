@@ -1,18 +1,30 @@
 """The Spaces backend: one ``spaces.upbound.io`` ControlPlane per Instance.
 
 ``SpacesConnector`` reads the Instance's provider config and the Space's
-kubeconfig from its secret; ``SpacesClient`` observes, creates, updates and
-deletes the ControlPlane named by the Instance's external name, and hands the
-ControlPlane's kubeconfig back as the Instance's connection detail.
+credentials from its secret: a kubeconfig (``Secret``), or a robot's or user's
+token exchanged for short-lived organisation tokens (``UpboundTokens``, Upbound
+Cloud; ``provider.spaces.upbound``). ``SpacesClient`` observes, creates, updates
+and deletes the ControlPlane named by the Instance's external name, and hands
+the ControlPlane's kubeconfig back as the Instance's connection detail: the one
+the Space wrote, or, in Upbound Cloud, whose Spaces write none, one it writes
+itself on the Space's ingress with the current token.
+
+What the Space publishes of its ingress (``upbound-system/ingress-public``,
+``provider.spaces.ingress``) is the default host a control plane's kubeconfig
+may name; the connector records it in the provider config's
+``status.space.ingressHost`` for the Backup controller.
 
 Given ``on_control_plane``, the connector watches what it reads instead of
-reading it on every poll: per Space kubeconfig secret in use, that one Secret
+reading it on every poll: per Space credentials secret in use, that one Secret
 (a field selector on its name); per Space and group in use, the group's
-ControlPlanes and its ControlPlane connection secrets (``kubeconfig-*``; other
+ControlPlanes, its ControlPlane connection secrets (``kubeconfig-*``; other
 Secrets of the group are dropped before caching, and only the ``kubeconfig``
-key is kept). A ControlPlane or its secret changing calls ``on_control_plane``
-with its Instance's key, so a ControlPlane turning Ready wakes its Instance at
-once. Watches start on first use and stop when no provider config names them.
+key is kept) and the published ingress. A Space that refuses watches is listed
+every poll interval instead (``provider.cache``). A ControlPlane or its secret
+changing calls ``on_control_plane`` with its Instance's key, so a ControlPlane
+turning Ready wakes its Instance at once; a new organisation token wakes every
+Instance of its Space. Watches start on first use and stop when no provider
+config names them.
 """
 
 from __future__ import annotations
