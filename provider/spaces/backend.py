@@ -316,6 +316,9 @@ class SpacesConnector:
             )
         except kube.ForbiddenError:
             found = None
+        except KubeError:
+            # An unreachable Space: Observe, which reads it next, says so; ask again then.
+            return space.published
         space.published, space.published_at = _ingress_of(found), now
         return space.published
 
