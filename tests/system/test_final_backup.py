@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from provider.backup.storage import StorageSpec, Store
+from provider.backup.storage.s3 import StorageSpec, Store
 from sandbox.awsstandin.cloud import Cloud, Endpoints
 from sandbox.platform import Platform
 from sandbox.s3 import use_credentials
