@@ -398,7 +398,8 @@ FLAVOUR_CASES = [
         False,
     ),
     FlavourCase(
-        "A legacy composite without a claim puts its namespaced objects in the input's namespace.",
+        "A legacy composite without a claim (and so without a source) puts its namespaced "
+        "objects in the input's namespace.",
         None,
         None,
         "controlplane-system",
@@ -413,13 +414,17 @@ FLAVOUR_CASES = [
 def test_v2_and_legacy_composites_compose_their_own_kinds_and_namespaces(
     case: FlavourCase,
 ) -> None:
+    claimed = case.namespace is not None or case.labels is not None
     outcome = run(
-        {"source": b.SOURCE, "backup": b.BACKUP},
+        {"source": b.SOURCE, "backup": b.BACKUP} if claimed else {"backup": b.BACKUP},
         {"instance": b.ready(), "backup-role": b.role_with_arn()},
         namespace=case.namespace,
         labels=case.labels,
     )
-    for name in ("instance", "git-repository", "kustomization", "backup-schedule"):
+    names = ("instance", "backup-schedule") + (
+        ("git-repository", "kustomization") if claimed else ()
+    )
+    for name in names:
         assert outcome.resources[name].body["metadata"]["namespace"] == case.want_namespace
     assert outcome.resources["backup-bucket"].body["apiVersion"] == case.want_s3
     assert outcome.resources["backup-role"].body["apiVersion"] == case.want_iam
