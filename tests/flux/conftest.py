@@ -101,10 +101,19 @@ class FluxWorld:
         return self.kube.get(KUSTOMIZATIONS, namespace, name, FLUX_GROUP, "v1")
 
 
+# Where the teams' repositories apply their objects, in the "hosted control plane".
+TARGET_NAMESPACE = "default"
+
+
 def configmap(name: str) -> str:
     """A ConfigMap's YAML, what a team's repository applies."""
     return yaml.safe_dump(
-        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": {"a": "b"}}
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": name, "namespace": TARGET_NAMESPACE},
+            "data": {"a": "b"},
+        }
     )
 
 
