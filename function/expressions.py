@@ -39,9 +39,14 @@ from __future__ import annotations
 import functools
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import TypeAlias
 
 import lark
 from celpy.celparser import CELParseError, CELParser
+
+# A node of cel-python's parse tree, and a node or one of its tokens.
+_Tree: TypeAlias = "lark.Tree[lark.Token]"
+_Node: TypeAlias = "lark.Tree[lark.Token] | lark.Token"
 
 ESTIMATED_LIST_SIZE = 100
 COST_BUDGET = 10_000
@@ -163,7 +168,7 @@ def check(expression: str) -> int:
     return cost
 
 
-def _cost(node: lark.Tree | lark.Token, scope: _Scope) -> int:
+def _cost(node: _Node, scope: _Scope) -> int:
     if isinstance(node, lark.Token):
         return 0
     rule = str(node.data)
@@ -184,14 +189,14 @@ def _cost(node: lark.Tree | lark.Token, scope: _Scope) -> int:
     return own + sum(_cost(child, scope) for child in node.children)
 
 
-def _is_branch(node: lark.Tree) -> bool:
+def _is_branch(node: _Tree) -> bool:
     """``a || b``, ``a && b`` and ``a ? b : c``: one step each."""
     return str(node.data) in ("conditionalor", "conditionaland", "expr") and (
         len([child for child in node.children if child is not None]) > 1
     )
 
 
-def _call(node: lark.Tree, scope: _Scope) -> int:
+def _call(node: _Tree, scope: _Scope) -> int:
     rule = str(node.data)
     children = [child for child in node.children if child is not None]
     if rule == "member_dot_arg":
@@ -224,7 +229,7 @@ def _call(node: lark.Tree, scope: _Scope) -> int:
     return cost + sum(_cost(argument, scope) for argument in arguments)
 
 
-def _comprehension(name: str, arguments: list[lark.Tree], scope: _Scope) -> int:
+def _comprehension(name: str, arguments: list[_Tree], scope: _Scope) -> int:
     if scope.in_body:
         msg = (
             f"iterates inside an iteration ({name} in the body of another macro), whose "
@@ -241,14 +246,14 @@ def _comprehension(name: str, arguments: list[lark.Tree], scope: _Scope) -> int:
     return cost + _cost(last, transform)
 
 
-def _arguments(rest: list[lark.Tree | lark.Token]) -> list[lark.Tree]:
+def _arguments(rest: list[_Node]) -> list[_Tree]:
     """The argument expressions of a call (its ``exprlist``), in order."""
     if not rest or not isinstance(rest[0], lark.Tree):
         return []
     return [child for child in rest[0].children if isinstance(child, lark.Tree)]
 
 
-def _namespace(target: lark.Tree | lark.Token) -> str | None:
+def _namespace(target: _Node) -> str | None:
     """The name of a bare identifier a function is called on, when it names a library."""
     ident = _only(target, "ident")
     if ident is None:
@@ -257,7 +262,7 @@ def _namespace(target: lark.Tree | lark.Token) -> str | None:
     return name if name in ("sets", "base64", "strings", "math", "optional") else None
 
 
-def _check_addition(node: lark.Tree) -> None:
+def _check_addition(node: _Tree) -> None:
     """``a + b`` builds a string or a list unless one side is a number or a duration."""
     operator = node.children[0]
     right = node.children[1]
@@ -272,7 +277,7 @@ def _check_addition(node: lark.Tree) -> None:
         raise RefusedError(msg)
 
 
-def _is_number_or_duration(node: lark.Tree | lark.Token) -> bool:
+def _is_number_or_duration(node: _Node) -> bool:
     literal = _only(node, "literal")
     if literal is not None:
         token = literal.children[0]
@@ -281,7 +286,7 @@ def _is_number_or_duration(node: lark.Tree | lark.Token) -> bool:
     return call is not None and str(call.children[0]) == "duration"
 
 
-def _check_pattern(argument: lark.Tree | None) -> None:
+def _check_pattern(argument: _Tree | None) -> None:
     literal = _only(argument, "literal") if argument is not None else None
     token = literal.children[0] if literal is not None else None
     if not isinstance(token, lark.Token) or token.type not in ("STRING_LIT", "MLSTRING_LIT"):
@@ -292,7 +297,7 @@ def _check_pattern(argument: lark.Tree | None) -> None:
         raise RefusedError(msg)
 
 
-def _only(node: lark.Tree | lark.Token, rule: str) -> lark.Tree | None:
+def _only(node: _Node, rule: str) -> _Tree | None:
     """The ``rule`` node that ``node`` only wraps (through single-child nodes), if any."""
     for inner in _chain(node):
         if str(inner.data) == rule:
@@ -300,7 +305,7 @@ def _only(node: lark.Tree | lark.Token, rule: str) -> lark.Tree | None:
     return None
 
 
-def _chain(node: lark.Tree | lark.Token) -> Iterator[lark.Tree]:
+def _chain(node: _Node) -> Iterator[_Tree]:
     while isinstance(node, lark.Tree):
         yield node
         children = [child for child in node.children if child is not None]

@@ -36,7 +36,7 @@ def composite(
     if labels:
         metadata["labels"] = labels
     api_version = "platform.acme.io/v1alpha1" if namespace else "legacy.platform.acme.io/v1alpha1"
-    body = {
+    body: dict[str, Any] = {
         "apiVersion": api_version,
         "kind": "ControlPlane" if namespace else "XControlPlane",
         "metadata": metadata,

@@ -140,12 +140,12 @@ def table(entries: Sequence[Entry]) -> str:
         )
         for entry in entries
     ]
-    rows = [tuple(_escaped(cell) for cell in row) for row in rows]
-    widths = [max(len(row[column]) for row in rows) for column in range(len(header))]
+    shown = [tuple(_escaped(cell) for cell in row) for row in rows]
+    widths = [max(len(row[column]) for row in shown) for column in range(len(header))]
     return "".join(
         "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
         + "\n"
-        for row in rows
+        for row in shown
     )
 
 

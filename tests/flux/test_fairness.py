@@ -14,6 +14,7 @@ more than team A may hold, it is Ready within one interval.
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -91,7 +92,7 @@ def test_one_teams_waiting_stages_delay_another_team_no_longer_than_flux_is_size
     for index in range(HELD):
         wait_for(
             f"team A's stage s{index} waiting for its health checks",
-            lambda index=index: _waiting(world, "team-a", f"ctp-s{index}"),
+            functools.partial(_waiting, world, "team-a", f"ctp-s{index}"),
             SETTLE_DEADLINE,
         )
 

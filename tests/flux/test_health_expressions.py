@@ -29,7 +29,7 @@ from .memory import GIB, memory_cgroup, skip_reason
 NAMESPACE = "team-a"
 # Flux's own deployment: limits.memory 1Gi (kustomize-controller config/manager).
 FLUX_MEMORY_LIMIT = GIB
-STAGE = {
+STAGE: dict[str, Any] = {
     "name": "app",
     "path": "./app",
     "healthCheckExprs": [{"apiVersion": "v1", "kind": "ConfigMap", "current": "true"}],
