@@ -51,6 +51,12 @@ _Node: TypeAlias = "lark.Tree[lark.Token] | lark.Token"
 ESTIMATED_LIST_SIZE = 100
 COST_BUDGET = 10_000
 MAX_PATTERN_LENGTH = 256
+# Parsing is this function's own work, done for every team on one server: the
+# brackets are counted before a parser sees them (cel-go itself stops at 250
+# levels), and the checks of one composite are bounded together
+# (``MAX_TEAM_CHARACTERS``, in function.model).
+MAX_NESTING = 32
+_OPENING, _CLOSING, _QUOTES = "([{", ")]}", "'\""
 
 # Macros: the first argument names the element, the others run once per element.
 COMPREHENSIONS = frozenset({"all", "exists", "exists_one", "filter", "map"})
@@ -151,21 +157,55 @@ def check(expression: str) -> int:
     Raises:
         RefusedError: it breaks a rule; the message states the rule.
     """
+    verdict = _verdict(expression)
+    if isinstance(verdict, str):
+        raise RefusedError(verdict)
+    return verdict
+
+
+# Every reconcile of every composite checks its expressions again: each distinct
+# expression is parsed once, and its verdict (a cost, or the rule it breaks) kept.
+@functools.lru_cache(maxsize=1024)
+def _verdict(expression: str) -> int | str:
+    if _nesting(expression) > MAX_NESTING:
+        return f"nests brackets more than {MAX_NESTING} deep"
     try:
-        tree = _parser().parse(expression)
+        cost = _cost(_parser().parse(expression), _Scope())
     except CELParseError as error:
         line, column = getattr(error, "line", None), getattr(error, "column", None)
         where = f" at line {line}, column {column}" if line and column else ""
-        msg = f"is not a CEL expression Flux can evaluate (a syntax error{where})"
-        raise RefusedError(msg) from None
-    cost = _cost(tree, _Scope())
+        return f"is not a CEL expression Flux can evaluate (a syntax error{where})"
+    except RefusedError as error:
+        return str(error)
     if cost > COST_BUDGET:
-        msg = (
+        return (
             f"has an estimated cost of {cost}, above the budget of {COST_BUDGET} "
             f"(a macro's body counted once per element, {ESTIMATED_LIST_SIZE} per list)"
         )
-        raise RefusedError(msg)
     return cost
+
+
+def _nesting(expression: str) -> int:
+    """The deepest the brackets outside string literals go (a quote's escapes skipped)."""
+    deepest = depth = 0
+    quote = ""
+    escaped = False
+    for char in expression:
+        if quote:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == quote:
+                quote = ""
+        elif char in _QUOTES:
+            quote = char
+        elif char in _OPENING:
+            depth += 1
+            deepest = max(deepest, depth)
+        elif char in _CLOSING:
+            depth -= 1
+    return deepest
 
 
 def _cost(node: _Node, scope: _Scope) -> int:

@@ -36,6 +36,9 @@ MAX_STAGES = 8
 # waiting for its health checks, unless the input says otherwise.
 DEFAULT_MAX_TIMEOUT = "30m"
 MAX_EXPRESSION_LENGTH = 4096
+# Every team's expressions are parsed by this function on one server: a composite's
+# together stay within this many characters (a few hundred milliseconds to parse).
+MAX_TEAM_CHARACTERS = 16_384
 
 # The platform variables the function sets in every Kustomization's postBuild.substitute.
 CONTROLPLANE_NAME = "CONTROLPLANE_NAME"
@@ -583,6 +586,19 @@ def _check_source_bounds(source: Source, settings: SourceSettings) -> None:
                 f"source.maxTimeout (got {timeout})"
             )
             raise InvalidError(msg)
+    written = sum(
+        len(expression)
+        for stage in stages
+        for check in stage.health_check_exprs
+        for expression in (check.current, check.in_progress, check.failed)
+        if expression is not None
+    )
+    if written > MAX_TEAM_CHARACTERS:
+        msg = (
+            f"spec.source.stages: the stages' health expressions hold {written} characters, "
+            f"more than the {MAX_TEAM_CHARACTERS} a composite may have checked"
+        )
+        raise InvalidError(msg)
     for index, stage in enumerate(stages):
         _check_team_expressions(f"spec.source.stages[{index}]", stage, settings)
 

@@ -117,6 +117,15 @@ def configmap(name: str) -> str:
     )
 
 
+def build_outcome(ready: dict[str, str]) -> dict[str, str] | None:
+    """A Kustomization's Ready condition once it tells how the build went, else None.
+
+    Until its source's artifact is there, it waits for it.
+    """
+    waiting = ready.get("reason") in (None, "ArtifactFailed", "Progressing", "DependencyNotReady")
+    return None if waiting else ready
+
+
 @pytest.fixture
 def flux_world(
     apiserver_factory: APIServerFactory, tmp_path: Path

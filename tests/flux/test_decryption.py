@@ -29,7 +29,7 @@ import yaml
 from sandbox.spaces import condition, wait_for
 from tests.system.sops import AGE_KEY_NAME, SOPS_BIN, age_key, encrypt
 
-from .conftest import TARGET_NAMESPACE, FluxWorld
+from .conftest import TARGET_NAMESPACE, FluxWorld, build_outcome
 
 CONTROLLER_KEY_ID = "AKIAFLUXCONTROLLER00"
 KMS_KEY = "arn:aws:kms:us-east-1:111122223333:key/00000000-0000-0000-0000-000000000000"
@@ -161,7 +161,7 @@ def test_decryption_uses_the_teams_keys_and_never_the_controllers_identity_when_
 
     kms_ready = wait_for(
         "the KMS file's outcome",
-        lambda: _built(condition(world.kustomization("team-a", "ctp"), "Ready")),
+        lambda: build_outcome(condition(world.kustomization("team-a", "ctp"), "Ready")),
         BUILD_DEADLINE,
     )
     assert kms_ready["status"] == "False"
@@ -173,14 +173,9 @@ def test_decryption_uses_the_teams_keys_and_never_the_controllers_identity_when_
         assert DEFAULT_DECRYPTION_ACCOUNT in kms_ready["message"]
         age_ready = wait_for(
             "the age file's outcome",
-            lambda: _built(condition(world.kustomization("team-b", "ctp"), "Ready")),
+            lambda: build_outcome(condition(world.kustomization("team-b", "ctp"), "Ready")),
             BUILD_DEADLINE,
         )
         assert age_ready["status"] == "True", age_ready
         assert world.kube.core.read_namespaced_secret("by-age", TARGET_NAMESPACE)
     print(f"\n{kms_ready['message'][:400]}")  # the words a team reads
-
-
-def _built(ready: dict[str, str]) -> dict[str, str] | None:
-    waiting = ready.get("reason") in (None, "ArtifactFailed", "Progressing", "DependencyNotReady")
-    return None if waiting else ready

@@ -27,7 +27,7 @@ import yaml
 from sandbox.flux import REQUIRED_KUSTOMIZE_FLAGS
 from sandbox.spaces import condition, wait_for
 
-from .conftest import TARGET_NAMESPACE, FluxWorld, configmap
+from .conftest import TARGET_NAMESPACE, FluxWorld, build_outcome, configmap
 
 BUILD_DEADLINE = 90.0
 
@@ -60,12 +60,6 @@ def elsewhere() -> Iterator[tuple[str, list[str]]]:
         server.server_close()
 
 
-def _built(ready: dict[str, str]) -> dict[str, str] | None:
-    """The Ready condition once it tells how the build went."""
-    waiting = ready.get("reason") in (None, "ArtifactFailed", "Progressing", "DependencyNotReady")
-    return None if waiting else ready
-
-
 def _sync(world: FluxWorld, namespace: str, resources: list[str]) -> dict[str, str]:
     """Sync a repository whose kustomization.yaml names ``resources``; its Ready condition."""
     world.team(namespace)
@@ -77,7 +71,7 @@ def _sync(world: FluxWorld, namespace: str, resources: list[str]) -> dict[str, s
     world.apply(world.compose(namespace, {"url": repository.url, "interval": "10s"}))
     return wait_for(
         f"{namespace}'s build",
-        lambda: _built(condition(world.kustomization(namespace, "ctp"), "Ready")),
+        lambda: build_outcome(condition(world.kustomization(namespace, "ctp"), "Ready")),
         BUILD_DEADLINE,
     )
 

@@ -543,6 +543,27 @@ BAD_CASES = [
         never=(".replace(",),
     ),
     BadCase(
+        "The expressions of one composite are bounded together: the function parses them.",
+        _staged(
+            *(
+                {
+                    "name": f"s{n}",
+                    "path": f"./{n}",
+                    "healthCheckExprs": [
+                        {
+                            "apiVersion": "x.io/v1",
+                            "kind": f"T{k}",
+                            "current": "true || " * 500 + "true",
+                        }
+                        for k in range(3)
+                    ],
+                }
+                for n in range(2)
+            )
+        ),
+        ("spec.source.stages", "24024 characters", "more than the 16384"),
+    ),
+    BadCase(
         "inProgress is evaluated first by Flux, and checked the same way.",
         _staged(
             {

@@ -128,6 +128,11 @@ HOSTILE = [
         f"above the budget of {expressions.COST_BUDGET}",
     ),
     Hostile(
+        "Thousands of nested parentheses are refused, not a crash of the checker.",
+        "(" * 2000 + "true" + ")" * 2000,
+        f"nests brackets more than {expressions.MAX_NESTING} deep",
+    ),
+    Hostile(
         "What does not parse is refused, with where and not what.",
         "status.phase ==",
         "is not a CEL expression Flux can evaluate",
@@ -148,6 +153,10 @@ class Benign:
 
 BENIGN = [
     Benign("A field compared with a literal.", "status.phase == 'Ready'"),
+    Benign(
+        "Brackets inside a string literal are text, not nesting.",
+        "status.message == '" + "(" * 40 + "\\'" + "[" * 40 + "'",
+    ),
     Benign(
         "Flux's documented form: filter the conditions, then test them.",
         "status.conditions.filter(e, e.type == 'Ready').all(e, e.status == 'True')",
