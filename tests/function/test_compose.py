@@ -434,6 +434,23 @@ def test_v2_and_legacy_composites_compose_their_own_kinds_and_namespaces(
     assert outcome.status["backup"]["prefix"] == f"{case.want_namespace}/myctp/"
 
 
+def test_a_legacy_composite_is_composed_into_its_claims_namespace_without_any_label() -> None:
+    # Crossplane's claimRef decides; the label is a copy, never needed and never trusted.
+    claim = {
+        "apiVersion": "legacy.platform.acme.io/v1alpha1",
+        "kind": "ControlPlane",
+        "name": "myctp",
+        "namespace": "team-b",
+    }
+    outcome = run(
+        {"source": b.SOURCE, "restore": {"backupName": "b-1"}, "claimRef": claim},
+        {"instance": b.ready()},
+        namespace=None,
+    )
+    for name in ("instance", "git-repository", "kustomization"):
+        assert outcome.resources[name].body["metadata"]["namespace"] == "team-b"
+
+
 def test_legacy_storage_versions_are_the_ones_the_upstream_crds_store() -> None:
     outcome = run({"backup": b.BACKUP}, namespace=None)
     versions = {name: outcome.resources[name].body["apiVersion"] for name in BUCKET_PARTS}
