@@ -151,6 +151,11 @@ def _parser() -> CELParser:
     return CELParser()
 
 
+def warm_up() -> None:
+    """Build the parser now (about a second), so no request waits for it."""
+    _parser()
+
+
 def check(expression: str) -> int:
     """Check one expression; return its estimated cost.
 
