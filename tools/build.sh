@@ -5,7 +5,8 @@
 # kube-apiserver, kube-controller-manager and kubectl; tools/etcd/go.mod for
 # etcd; tools/flux/<controller>/go.mod for each Flux controller;
 # tools/controller-gen/go.mod for controller-gen; tools/sops/go.mod for sops
-# and age-keygen), and fetches the upstream
+# and age-keygen; tools/plan-build/go.mod for controlplane-plan-build, our own
+# program on Flux's libraries), and fetches the upstream
 # CRDs the tests validate against into .tools/crds, pinned by version and sum
 # in tools/crds.lock. A tool whose binary already reports the pinned version is
 # not rebuilt, and CRDs whose stamp matches the lock are not fetched again, so
@@ -16,7 +17,7 @@
 #                                  crane, kube_apiserver, kube_controller_manager,
 #                                  kubectl, etcd, source_controller,
 #                                  kustomize_controller, controller_gen,
-#                                  sops, age_keygen) or
+#                                  sops, age_keygen, plan_build) or
 #                                  fetch the CRDs (crds)
 set -euo pipefail
 
@@ -164,6 +165,22 @@ build_age_keygen() {
   build_pinned age-keygen "${root}/tools/sops" "${module}" "${module}/cmd/age-keygen"
 }
 
+# controlplane-plan-build: a stage built as kustomize-controller builds it, for
+# `controlplane-plan`. Our own source (tools/plan-build/main.go), so it is
+# stamped with the fluxcd/pkg/kustomize it is built on and rebuilt when that
+# pin or the source changes (the source's hash is stamped too).
+build_plan_build() {
+  local dir="${root}/tools/plan-build" module="github.com/fluxcd/pkg/kustomize"
+  local want; want="$(pinned "${dir}" "${module}") $(cat "${dir}/go.mod" "${dir}/go.sum" "${dir}"/*.go | sha256sum | cut -c1-16)"
+  local out="${PLAN_BUILD_OUT:-${bin}}/controlplane-plan-build"
+  if [ -x "${out}" ] && [ "$("${out}" --version 2>/dev/null)" = "${want}" ]; then
+    echo "controlplane-plan-build ${want}: cached"
+    return
+  fi
+  echo "controlplane-plan-build ${want}: building"
+  (cd "${dir}" && go build -trimpath -ldflags "-s -w -X 'main.version=${want}'" -o "${out}" .)
+}
+
 # controller-gen generates the Spaces CRDs (build_crds).
 build_controller_gen() {
   local module="sigs.k8s.io/controller-tools"
@@ -266,7 +283,7 @@ build_crds() {
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=(crossplane crossplane_core crane kube_apiserver
   kube_controller_manager kubectl etcd source_controller kustomize_controller sops age_keygen
-  crds)
+  plan_build crds)
 for target in "${targets[@]}"; do
   "build_${target}"
 done
