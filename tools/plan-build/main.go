@@ -37,6 +37,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 
 	securejoin "github.com/cyphar/filepath-securejoin"
 	"github.com/fluxcd/pkg/kustomize"
@@ -121,7 +122,12 @@ func run(input io.Reader) ([]built, error) {
 	}); err != nil {
 		return nil, fmt.Errorf("cannot copy the checkout: %w", err)
 	}
-	return build(context.Background(), req, work)
+	objects, err := build(context.Background(), req, work)
+	if err != nil {
+		// Name files as the repository does, not by the temporary copy.
+		return nil, errors.New(strings.ReplaceAll(err.Error(), work+string(filepath.Separator), ""))
+	}
+	return objects, nil
 }
 
 func build(ctx context.Context, req request, root string) ([]built, error) {
