@@ -263,25 +263,34 @@ def masked_diff(
 def _ciphertext_masked(
     before: dict[str, Any], after: dict[str, Any]
 ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Both sides with each encrypted value, and the SOPS metadata, as a mask."""
-    sides = []
-    for obj, other in ((before, after), (after, before)):
-        masked = dict(obj)
-        for name, value in obj.items():
-            if name in {"apiVersion", "kind", "metadata"}:
-                continue
-            same = other.get(name) == value
-            masked[name] = _mask_leaves(value, diff.MASK if same else f"{diff.MASK} (changed)")
-        sides.append(masked)
-    return sides[0], sides[1]
+    """Both sides with each encrypted value, and the SOPS metadata, masked.
+
+    As ``kubectl diff`` masks a Secret: ``***`` where a value is the same,
+    ``*** (before)`` and ``*** (after)`` where it differs, so a changed key shows.
+    """
+    old, new = dict(before), dict(after)
+    for name in (before.keys() | after.keys()) - {"apiVersion", "kind", "metadata"}:
+        masked = _mask_pair(before.get(name), after.get(name))
+        if name in before:
+            old[name] = masked[0]
+        if name in after:
+            new[name] = masked[1]
+    return old, new
 
 
-def _mask_leaves(value: Any, mask: str) -> Any:
-    if isinstance(value, Mapping):
-        return {key: _mask_leaves(item, mask) for key, item in value.items()}
-    if isinstance(value, list):
-        return [_mask_leaves(item, mask) for item in value]
-    return mask
+def _mask_pair(before: Any, after: Any) -> tuple[Any, Any]:
+    if isinstance(before, Mapping) and isinstance(after, Mapping):
+        old, new = {}, {}
+        for key in before.keys() | after.keys():
+            pair = _mask_pair(before.get(key), after.get(key))
+            if key in before:
+                old[key] = pair[0]
+            if key in after:
+                new[key] = pair[1]
+        return old, new
+    if before == after:
+        return diff.MASK, diff.MASK
+    return f"{diff.MASK} (before)", f"{diff.MASK} (after)"
 
 
 def redact(text: str, secrets: Iterable[str]) -> str:
