@@ -100,8 +100,8 @@ def build(
     try:
         answer = json.loads(finished.stdout)
     except ValueError:
-        # Its stderr is a Go panic or the like: the exit code says enough, and nothing
-        # of the request (which may hold Secret values) is quoted.
+        # Nothing of its stderr is quoted: a Go panic may print the objects it was
+        # given, Secrets among them.
         msg = f"{BINARY} failed with exit code {finished.returncode} and no answer"
         raise BuildError(msg) from None
     if finished.returncode != 0 or answer.get("error"):

@@ -30,6 +30,8 @@ KUBECONFIG_KEY = "kubeconfig"
 # Requests in flight to one API server: enough to hide its latency, few enough
 # for its default max-in-flight (400) and a small control plane.
 CONCURRENCY = 16
+# Shorter values are masked by no one: "1" or "true" would blank out half the output.
+MIN_SECRET_LENGTH = 4
 
 
 class Discovery:
@@ -182,9 +184,14 @@ class Management:
             resource = SECRETS if reference.get("kind") == "Secret" else CONFIGMAPS
             obj = await self.cluster.get(resource, namespace, str(reference.get("name")))
             if obj is not None:
-                obj.setdefault("apiVersion", "v1")
-                obj.setdefault("kind", resource.kind)
-                found.append(obj)
+                # Only what Flux reads: a copy the build's fake client accepts.
+                kept: dict[str, Any] = {
+                    "apiVersion": "v1",
+                    "kind": resource.kind,
+                    "metadata": {"name": reference.get("name"), "namespace": namespace},
+                }
+                kept.update({key: obj[key] for key in ("data", "stringData") if key in obj})
+                found.append(kept)
         return found
 
     async def kubeconfig(
@@ -213,15 +220,17 @@ class Management:
 
 
 def secret_values(objects: list[dict[str, Any]]) -> list[str]:
-    """Every value of the Secrets among ``objects``, decoded: what output must never show."""
+    """Every value of the Secrets among ``objects``, encoded and decoded: never to be shown."""
     values = []
     for obj in objects:
         if obj.get("kind") != "Secret":
             continue
         for encoded in (obj.get("data") or {}).values():
+            values.append(str(encoded))
             try:
                 values.append(base64.b64decode(str(encoded)).decode())
             except ValueError:
                 continue
-        values.extend(str(value) for value in (obj.get("stringData") or {}).values())
-    return [value for value in values if value]
+        for value in (obj.get("stringData") or {}).values():
+            values.extend((str(value), base64.b64encode(str(value).encode()).decode()))
+    return [value for value in values if len(value) >= MIN_SECRET_LENGTH]

@@ -343,7 +343,7 @@ def test_a_missing_program_is_a_clear_error(
 ) -> None:
     monkeypatch.setenv("PATH", str(tmp_path))
     monkeypatch.delenv(build.BINARY_VARIABLE, raising=False)
-    monkeypatch.setattr(build.sys, "executable", str(tmp_path / "python"))
+    monkeypatch.setattr("sys.executable", str(tmp_path / "python"))
 
     with pytest.raises(build.BuildError, match="controlplane-plan-build is not found"):
         build.find_binary()

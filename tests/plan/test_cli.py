@@ -16,8 +16,8 @@ from plan import cli
 
 from .conftest import commit, configmap, function_input, staged_composite
 
-PASSWORD = "s3cret-Value-42"  # noqa: S105 (the value the output must never show)
-TOKEN = "tok-0123456789abcdef"  # noqa: S105
+PASSWORD = "s3cret-Value-42"
+TOKEN = "tok-0123456789abcdef"
 
 
 @dataclass
@@ -167,7 +167,7 @@ def test_bad_input_is_a_clear_error_naming_the_stage_with_exit_code_1(
 
     assert table.exit_code == 1, table.output
     assert f"stage {case.stage}: " in table.output
-    assert f"  error: " in table.output and case.expected in table.output
+    assert "  error: " in table.output and case.expected in table.output
     assert "Traceback" not in table.output
     failed = [s for s in json.loads(as_json.stdout)["stages"] if s["error"]]
     assert [s["stage"] for s in failed] == [case.stage]

@@ -12,7 +12,10 @@ from plan.changes import Change, HealthCheck, ObjectId, Plan, StagePlan
 
 NOTE = ObjectId("fixture.acme.io", "Note", "default", "first")
 CM = ObjectId("", "ConfigMap", "default", "settings")
-DIFF = "--- live/ConfigMap/default/settings\n+++ planned/ConfigMap/default/settings\n-  a: 1\n+  a: 2\n"
+DIFF = (
+    "--- live/ConfigMap/default/settings\n+++ planned/ConfigMap/default/settings\n"
+    "-  a: 1\n+  a: 2\n"
+)
 
 PLAN = Plan(
     "team-a/myctp",

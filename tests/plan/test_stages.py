@@ -1,4 +1,4 @@
-"""The plan's stages are the function's own rendering: order, paths, variables, health, decryption."""
+"""The plan's stages are the function's own rendering: order, paths, variables, health checks."""
 
 from __future__ import annotations
 

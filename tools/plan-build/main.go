@@ -100,7 +100,13 @@ func main() {
 	}
 }
 
-func run(input io.Reader) ([]built, error) {
+func run(input io.Reader) (objects []built, err error) {
+	// A panic in a library must not print what it was given (Secrets among it).
+	defer func() {
+		if recovered := recover(); recovered != nil {
+			objects, err = nil, errors.New("internal error while building (a panic)")
+		}
+	}()
 	var req request
 	decoder := json.NewDecoder(io.LimitReader(input, maxRequestBytes))
 	if err := decoder.Decode(&req); err != nil {
@@ -122,7 +128,7 @@ func run(input io.Reader) ([]built, error) {
 	}); err != nil {
 		return nil, fmt.Errorf("cannot copy the checkout: %w", err)
 	}
-	objects, err := build(context.Background(), req, work)
+	objects, err = build(context.Background(), req, work)
 	if err != nil {
 		// Name files as the repository does, not by the temporary copy.
 		return nil, errors.New(strings.ReplaceAll(err.Error(), work+string(filepath.Separator), ""))
@@ -229,8 +235,15 @@ func substituteFromReader(objects []map[string]interface{}) (client.Client, erro
 		return nil, err
 	}
 	builder := fake.NewClientBuilder().WithScheme(scheme)
+	seen := map[string]bool{}
 	for _, raw := range objects {
 		obj := &unstructured.Unstructured{Object: raw}
+		// The fake client refuses an object twice, or one with a version already.
+		if seen[key(obj)] {
+			continue
+		}
+		seen[key(obj)] = true
+		obj.SetResourceVersion("")
 		builder = builder.WithObjects(obj)
 	}
 	return builder.Build(), nil
