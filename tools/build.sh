@@ -3,7 +3,8 @@
 # only, pinned by the go.mod of its tools folder (tools/go.mod for the
 # crossplane CLI, Crossplane core and crane; tools/kube/go.mod for
 # kube-apiserver, kube-controller-manager and kubectl; tools/etcd/go.mod for
-# etcd; tools/flux/<controller>/go.mod for each Flux controller;
+# etcd; tools/flux/<controller>/go.mod for each Flux controller and
+# tools/flux/cli/go.mod for the flux CLI;
 # tools/controller-gen/go.mod for controller-gen; tools/sops/go.mod for sops
 # and age-keygen; tools/plan-build/go.mod for controlplane-plan-build, our own
 # program on Flux's libraries), and fetches the upstream
@@ -17,7 +18,8 @@
 #                                  crane, kube_apiserver, kube_controller_manager,
 #                                  kubectl, etcd, source_controller,
 #                                  kustomize_controller, controller_gen,
-#                                  sops, age_keygen, plan_build) or
+#                                  sops, age_keygen, plan_build, flux_cli
+#                                  (the bench's baseline; never by default) or
 #                                  fetch the CRDs (crds)
 set -euo pipefail
 
@@ -163,6 +165,13 @@ build_sops() {
 build_age_keygen() {
   local module="filippo.io/age"
   build_pinned age-keygen "${root}/tools/sops" "${module}" "${module}/cmd/age-keygen"
+}
+
+# The flux CLI: the baseline of bench/plan_scale.py (`flux diff kustomization`);
+# built on demand only (`tools/build.sh flux_cli`), never by default.
+build_flux_cli() {
+  local module="github.com/fluxcd/flux2/v2" dir="${root}/tools/flux/cli"
+  build_pinned flux "${dir}" "${module}" "${module}/cmd/flux"
 }
 
 # controlplane-plan-build: a stage built as kustomize-controller builds it, for
