@@ -8,7 +8,6 @@ temporary folder; the working tree is used as it is.
 from __future__ import annotations
 
 import subprocess
-import tarfile
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -37,28 +36,36 @@ def resolve(repository: Path, revision: str) -> str:
 def revision_tree(repository: Path, revision: str) -> Iterator[Path]:
     """The tree of ``revision`` in a temporary folder, removed afterwards.
 
+    ``git archive`` piped into tar: git's own paths hold no ``..`` and no
+    absolute name, and the stage's build reads only below the folder (Flux's
+    secure file system), whatever a symbolic link in it points to.
+
     Raises:
         CheckoutError: the revision cannot be read.
     """
     sha = resolve(repository, revision)
     with tempfile.TemporaryDirectory(prefix="plan-revision-") as folder:
-        process = subprocess.Popen(  # noqa: S603
+        archive = subprocess.Popen(  # noqa: S603
             ["git", "-C", str(repository), "archive", "--format=tar", sha],  # noqa: S607
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
         )
-        assert process.stdout is not None
+        assert archive.stdout is not None
         try:
-            with tarfile.open(fileobj=process.stdout, mode="r|") as archive:
-                archive.extractall(folder, filter="data")
-        except tarfile.TarError as error:
-            msg = f"cannot read revision {revision}: {error}"
+            extract = subprocess.run(  # noqa: S603
+                ["tar", "-x", "--no-same-owner", "-C", folder],  # noqa: S607
+                stdin=archive.stdout,
+                capture_output=True,
+                check=False,
+            )
+        except OSError as error:
+            msg = f"cannot run tar: {error.strerror}"
             raise CheckoutError(msg) from None
         finally:
-            process.stdout.close()
-            process.wait()
-        if process.returncode != 0:
-            msg = f"git archive of {revision} failed (exit code {process.returncode})"
+            archive.stdout.close()
+            archive.wait()
+        if archive.returncode != 0 or extract.returncode != 0:
+            msg = f"cannot read revision {revision} (git archive exit code {archive.returncode})"
             raise CheckoutError(msg)
         yield Path(folder)
 

@@ -1,0 +1,284 @@
+"""controlplane-plan of a 500-object repository against a live control plane, beside `flux diff`.
+
+A real kube-apiserver (on a real etcd) is the control plane and the
+management cluster at once. A team repository of two stages (packages: 100
+objects, config: 400; ConfigMaps and Secrets with the platform's variables)
+is built and applied as Flux would (field manager kustomize-controller, its
+owner labels), its Kustomizations created with their inventories; then a
+push changes 100 objects, adds 50 and removes 50. Measured, wall time per
+run (median of ``--repeat``):
+
+- ``controlplane-plan`` live, base to head, JSON out: every object built by
+  ``controlplane-plan-build``, GET and dry-run applied, the prunes read;
+- ``flux diff kustomization`` for each stage (the flux CLI, ``tools/build.sh
+  flux_cli``): its own build and one dry-run apply per object, in sequence.
+  It needs each Kustomization to exist in the cluster it diffs against
+  (fluxcd/flux2#5439), which the bench provides.
+
+    .venv/bin/python -m bench.plan_scale [--objects 500] [--repeat 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import os
+import statistics
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from plan import build, stages
+from plan.live import FIELD_MANAGER, KUSTOMIZATIONS
+from provider.kube import Cluster, Resource, kubeconfig_file
+from sandbox.apiserver import APIServer, APIServerFactory, run_etcd
+from sandbox.paths import TOOLS, TOOLS_BIN
+from tests.builders import composite, example_input
+
+ROOT = Path(__file__).resolve().parent.parent
+BUILD_TOOL = TOOLS_BIN / "controlplane-plan-build"
+FLUX = TOOLS_BIN / "flux"
+KUBECTL = TOOLS_BIN / "kubectl"
+KUSTOMIZATION_CRDS = TOOLS / "flux" / "kustomize-controller" / "crds"
+NAMESPACE = "team-a"
+APPS = "apps"
+CONFIGMAPS = Resource("", "v1", "configmaps", "ConfigMap")
+SECRETS = Resource("", "v1", "secrets", "Secret")
+NAMESPACES = Resource("", "v1", "namespaces", "Namespace", namespaced=False)
+
+
+def git(repo: Path, *args: str) -> str:
+    done = subprocess.run(
+        ["git", "-C", str(repo), "-c", "user.email=b@example.org", "-c", "user.name=b", *args],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return done.stdout.strip()
+
+
+def manifest(index: int, revision: str) -> dict[str, Any]:
+    """Object ``index``: every tenth a Secret, the rest ConfigMaps, with the platform's variable."""
+    metadata = {"name": f"object-{index:04d}", "namespace": APPS}
+    if index % 10 == 0:
+        return {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": metadata,
+            "stringData": {"token": f"{revision}-secret-{index}"},
+        }
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": metadata,
+        "data": {"owner": "${CONTROLPLANE_NAME}", "revision": revision, "index": str(index)},
+    }
+
+
+def write_tree(repo: Path, objects: dict[int, str], packages: int) -> None:
+    for stage in ("packages", "config"):
+        for old in (repo / stage).glob("*.yaml"):
+            old.unlink()
+    for index, revision in objects.items():
+        folder = repo / ("packages" if index < packages else "config")
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / f"{index:04d}.yaml").write_text(yaml.safe_dump(manifest(index, revision)))
+
+
+def repository(root: Path, total: int) -> tuple[Path, str, str, dict[str, int]]:
+    """Base and head commits; the head changes, adds and removes a fifth, a tenth and a tenth."""
+    repo = root / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    packages = total // 5
+    base = dict.fromkeys(range(total), "base")
+    write_tree(repo, base, packages)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "base")
+    base_sha = git(repo, "rev-parse", "HEAD")
+    head = dict(base)
+    changed, added, removed = total // 5, total // 10, total // 10
+    for index in range(changed):
+        head[index * 4 + 1] = "head"
+    for index in range(total - removed, total):
+        del head[index]
+    for index in range(total, total + added):
+        head[index] = "head"
+    write_tree(repo, head, packages)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "head")
+    counts = {"change": changed, "create": added, "delete": removed}
+    return repo, base_sha, git(repo, "rev-parse", "HEAD"), counts
+
+
+async def seed(server: APIServer, repo: Path, base: str, found: tuple[stages.Stage, ...]) -> None:
+    """Apply the base as Flux would, and record each stage's Kustomization with its inventory."""
+    cluster = await Cluster.from_kubeconfig(kubeconfig_file(server.kubeconfig_path))
+    try:
+        for name in (NAMESPACE, APPS):
+            await cluster.apply(
+                NAMESPACES,
+                {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}},
+                field_manager=FIELD_MANAGER,
+            )
+        secret = {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": "myctp-kubeconfig", "namespace": NAMESPACE},
+            "data": {"kubeconfig": base64.b64encode(server.kubeconfig.encode()).decode()},
+        }
+        await cluster.apply(SECRETS, secret, field_manager="bench")
+        git(repo, "checkout", "-q", base)
+        slots = asyncio.Semaphore(16)
+
+        async def put(obj: dict[str, Any]) -> None:
+            async with slots:
+                resource = SECRETS if obj["kind"] == "Secret" else CONFIGMAPS
+                await cluster.apply(resource, obj, field_manager=FIELD_MANAGER)
+
+        for stage in found:
+            objects = build.build(BUILD_TOOL, repo, stage.kustomization)
+            await asyncio.gather(*(put(dict(item.object)) for item in objects))
+            body = {k: v for k, v in stage.kustomization.items() if k != "status"}
+            created = await cluster.create(KUSTOMIZATIONS, body)
+            created["status"] = {
+                "inventory": {
+                    "entries": [
+                        {"id": f"{APPS}_{item.id.name}__{item.id.kind}", "v": "v1"}
+                        for item in objects
+                    ]
+                }
+            }
+            await cluster.replace_status(KUSTOMIZATIONS, created)
+        git(repo, "checkout", "-q", "main")
+    finally:
+        await cluster.close()
+
+
+def timed(argv: list[str], env: dict[str, str], ok: set[int]) -> tuple[float, str]:
+    started = time.perf_counter()
+    done = subprocess.run(argv, capture_output=True, text=True, env=env, check=False)
+    elapsed = time.perf_counter() - started
+    if done.returncode not in ok:
+        raise RuntimeError(f"{Path(argv[0]).name} exited {done.returncode}: {done.stderr[-2000:]}")
+    return elapsed, done.stdout
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--objects", type=int, default=500)
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+    if not BUILD_TOOL.is_file():
+        raise SystemExit(f"{BUILD_TOOL} is missing: tools/build.sh plan_build")
+    with tempfile.TemporaryDirectory(prefix="plan-bench-") as folder:
+        root = Path(folder)
+        repo, base, head, expected = repository(root, args.objects)
+        xr = composite(
+            {
+                "source": {
+                    "url": "https://github.com/acmeorg/bench",
+                    "stages": [
+                        {"name": "packages", "path": "./packages"},
+                        {"name": "config", "path": "./config", "dependsOn": ["packages"]},
+                    ],
+                }
+            }
+        )
+        (root / "xr.yaml").write_text(yaml.safe_dump(xr))
+        (root / "input.yaml").write_text(yaml.safe_dump(example_input()))
+        found = stages.render(xr, example_input())
+        with run_etcd(parent_dir=root) as etcd, APIServerFactory(etcd, parent_dir=root) as factory:
+            server = factory(name="plane")
+            subprocess.run(
+                [
+                    str(KUBECTL),
+                    "--kubeconfig",
+                    str(server.kubeconfig_path),
+                    "apply",
+                    "--server-side",
+                    "-f",
+                    str(KUSTOMIZATION_CRDS),
+                ],
+                check=True,
+                capture_output=True,
+            )
+            subprocess.run(
+                [
+                    str(KUBECTL),
+                    "--kubeconfig",
+                    str(server.kubeconfig_path),
+                    "wait",
+                    "--for=condition=Established",
+                    "crd/kustomizations.kustomize.toolkit.fluxcd.io",
+                ],
+                check=True,
+                capture_output=True,
+            )
+            asyncio.run(seed(server, repo, base, found))
+            env = {**os.environ, "CONTROLPLANE_PLAN_BUILD": str(BUILD_TOOL)}
+            plan_argv = [
+                str(ROOT / ".venv" / "bin" / "controlplane-plan"),
+                "--controlplane",
+                str(root / "xr.yaml"),
+                "--function-input",
+                str(root / "input.yaml"),
+                "--management-kubeconfig",
+                str(server.kubeconfig_path),
+                "--repo",
+                str(repo),
+                "--base",
+                base,
+                "--head",
+                head,
+                "-o",
+                "json",
+            ]
+            plans = []
+            for _ in range(args.repeat):
+                elapsed, out = timed(plan_argv, env, {2})
+                plans.append(elapsed)
+            summary = yaml.safe_load(out)["summary"]
+            print(f"controlplane-plan: {args.objects} objects, {summary} (expected {expected})")
+            runs = [round(p, 2) for p in plans]
+            print(f"  wall s: median {statistics.median(plans):.2f}, runs {runs}")
+            if not FLUX.is_file():
+                print("flux diff kustomization: not built (tools/build.sh flux_cli)")
+                return
+            diffs = []
+            for _ in range(args.repeat):
+                total = 0.0
+                for stage in found:
+                    elapsed, _ = timed(
+                        [
+                            str(FLUX),
+                            "diff",
+                            "kustomization",
+                            stage.kustomization_name,
+                            "--namespace",
+                            NAMESPACE,
+                            "--path",
+                            str(repo / stage.path),
+                            "--kubeconfig",
+                            str(server.kubeconfig_path),
+                            "--progress-bar=false",
+                        ],
+                        env,
+                        {0, 1},
+                    )
+                    total += elapsed
+                diffs.append(total)
+            runs = [round(d, 2) for d in diffs]
+            print(
+                f"flux diff kustomization, both stages: wall s median {statistics.median(diffs):.2f}"
+            )
+            print(f"  runs {runs}")
+
+
+if __name__ == "__main__":
+    main()
