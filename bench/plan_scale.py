@@ -28,11 +28,13 @@ import statistics
 import subprocess
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from bench.restore_scale import children_cpu_seconds, cpu_seconds, etcd_pid
 from plan import build, stages
 from plan.live import FIELD_MANAGER, KUSTOMIZATIONS
 from provider.kube import Cluster, Resource, kubeconfig_file
@@ -160,13 +162,42 @@ async def seed(server: APIServer, repo: Path, base: str, found: tuple[stages.Sta
         await cluster.close()
 
 
-def timed(argv: list[str], env: dict[str, str], ok: set[int]) -> tuple[float, str]:
+@dataclass
+class Run:
+    """One run: its wall time, and the CPU seconds of the command and of the servers it asked."""
+
+    wall: float
+    command_cpu: float
+    server_cpu: float
+
+
+def timed(
+    argv: list[str], env: dict[str, str], ok: set[int], servers: list[int]
+) -> tuple[Run, str]:
+    before = children_cpu_seconds(), sum(cpu_seconds(pid) for pid in servers)
     started = time.perf_counter()
     done = subprocess.run(argv, capture_output=True, text=True, env=env, check=False)
     elapsed = time.perf_counter() - started
     if done.returncode not in ok:
         raise RuntimeError(f"{Path(argv[0]).name} exited {done.returncode}: {done.stderr[-2000:]}")
-    return elapsed, done.stdout
+    run = Run(
+        elapsed,
+        children_cpu_seconds() - before[0],
+        sum(cpu_seconds(pid) for pid in servers) - before[1],
+    )
+    return run, done.stdout
+
+
+def report(name: str, runs: list[Run]) -> None:
+    """Medians: the wall time, the CPU seconds, and the CPU bound on two idle cores."""
+    wall = statistics.median(r.wall for r in runs)
+    command = statistics.median(r.command_cpu for r in runs)
+    server = statistics.median(r.server_cpu for r in runs)
+    print(f"{name}: wall s median {wall:.2f} (runs {[round(r.wall, 2) for r in runs]})")
+    print(
+        f"  CPU s median: command {command:.2f}, kube-apiserver and etcd {server:.2f}; "
+        f"on two idle cores at least {(command + server) / 2:.2f} s"
+    )
 
 
 def main() -> None:
@@ -239,22 +270,23 @@ def main() -> None:
                 "-o",
                 "json",
             ]
+            servers = [int(server.pid or 0), etcd_pid(etcd.data_dir)]
             plans = []
             for _ in range(args.repeat):
-                elapsed, out = timed(plan_argv, env, {2})
-                plans.append(elapsed)
+                run, out = timed(plan_argv, env, {2}, servers)
+                plans.append(run)
             summary = yaml.safe_load(out)["summary"]
-            print(f"controlplane-plan: {args.objects} objects, {summary} (expected {expected})")
-            runs = [round(p, 2) for p in plans]
-            print(f"  wall s: median {statistics.median(plans):.2f}, runs {runs}")
+            print(f"{args.objects} objects; the plan: {summary} (expected {expected})")
+            print(f"load average before: {os.getloadavg()[0]:.1f}")
+            report("controlplane-plan", plans)
             if not FLUX.is_file():
                 print("flux diff kustomization: not built (tools/build.sh flux_cli)")
                 return
             diffs = []
             for _ in range(args.repeat):
-                total = 0.0
+                total = Run(0.0, 0.0, 0.0)
                 for stage in found:
-                    elapsed, _ = timed(
+                    run, _ = timed(
                         [
                             str(FLUX),
                             "diff",
@@ -270,14 +302,15 @@ def main() -> None:
                         ],
                         env,
                         {0, 1},
+                        servers,
                     )
-                    total += elapsed
+                    total = Run(
+                        total.wall + run.wall,
+                        total.command_cpu + run.command_cpu,
+                        total.server_cpu + run.server_cpu,
+                    )
                 diffs.append(total)
-            runs = [round(d, 2) for d in diffs]
-            print(
-                f"flux diff kustomization, both stages: wall s median {statistics.median(diffs):.2f}"
-            )
-            print(f"  runs {runs}")
+            report("flux diff kustomization, both stages in turn", diffs)
 
 
 if __name__ == "__main__":
