@@ -357,3 +357,30 @@ def test_built_objects_are_plain_built_values(tmp_path: Path, build_tool: Path) 
     assert isinstance(item, Built)
     assert item.api_version == "v1"
     assert str(item.id) == "ConfigMap default/one"
+
+
+def pins(go_mod: Path) -> dict[str, str]:
+    """Every module a go.mod requires or replaces, with its version (a replacement's wins)."""
+    found: dict[str, str] = {}
+    replaced: dict[str, str] = {}
+    for line in go_mod.read_text().splitlines():
+        words = line.split("//")[0].split()
+        if "=>" in words:
+            arrow = words.index("=>")
+            replaced[words[arrow - 1]] = words[-1]
+        elif len(words) == 2 and words[1].startswith("v") and "." in words[0]:
+            found[words[0]] = words[1]
+        elif len(words) == 3 and words[0] == "require":
+            found[words[1]] = words[2]
+    return found | replaced
+
+
+def test_the_build_program_pins_every_module_it_shares_with_kustomize_controller_alike() -> None:
+    tools = Path(__file__).resolve().parents[2] / "tools"
+    ours = pins(tools / "plan-build" / "go.mod")
+    controller = pins(tools / "flux" / "kustomize-controller" / "go.mod")
+
+    shared = ours.keys() & controller.keys()
+    assert {"github.com/fluxcd/pkg/kustomize", "github.com/fluxcd/pkg/ssa"} <= shared
+    assert "sigs.k8s.io/kustomize/api" in shared
+    assert {m: ours[m] for m in shared if ours[m] != controller[m]} == {}
