@@ -22,7 +22,7 @@ import yaml
 
 from plan import build, checkout, output, planner, stages
 from plan.changes import EXIT_ERROR, Built, Plan, StagePlan, exit_code, inventory, redact
-from plan.live import ControlPlane, Management, secret_values
+from plan.live import ControlPlanes, Management, secret_values
 from provider.kube import Cluster, KubeError, Resource
 
 DEFAULT_COMPOSITE = "controlplanes.v1alpha1.platform.acme.io"
@@ -48,6 +48,7 @@ class Request:
     composite_resource: str
     substitute_from: Path | None
     binary: Path
+    default_service_account: str = ""
     # Every value that must not be shown, collected as the plan reads them.
     secrets: list[str] = field(default_factory=list)
 
@@ -184,11 +185,11 @@ def _optional_substitute_from(stage: stages.Stage) -> stages.Stage:
 async def plan_live(request: Request) -> Plan:
     """Build each stage and ask the control plane what applying it would do."""
     management = await _management(request)
-    target: ControlPlane | None = None
+    targets: ControlPlanes | None = None
     try:
         composite, function_input, observed = await _composite(request, management)
         found = _render(composite, function_input, observed)
-        target = ControlPlane(await _target_cluster(request, management, composite))
+        targets = ControlPlanes(await _kubeconfig(request, management, composite, found))
         notes: list[str] = []
         objects: list[dict[str, Any]] = []
         inventories: dict[str, Any] = {}
@@ -213,7 +214,12 @@ async def plan_live(request: Request) -> Plan:
         base, head = _revision_names(request)
         with _trees(request) as trees:
             plans = await planner.plan_live(
-                found, trees, _builder(request, objects, options), target, inventories
+                found,
+                trees,
+                _builder(request, objects, options),
+                targets,
+                inventories,
+                default_service_account=request.default_service_account,
             )
         version = str(
             ((composite.get("status") or {}).get("instance") or {}).get("crossplaneVersion") or ""
@@ -223,8 +229,8 @@ async def plan_live(request: Request) -> Plan:
     except KubeError as error:
         raise PlanFailedError(str(error)) from None
     finally:
-        if target is not None:
-            await target.close()
+        if targets is not None:
+            await targets.close()
         if management is not None:
             await management.close()
 
@@ -285,10 +291,16 @@ async def _composite(
     return composite, function_input, observed
 
 
-async def _target_cluster(
-    request: Request, management: Management | None, composite: Mapping[str, Any]
-) -> Cluster:
-    """The team's control plane, through its kubeconfig (a file, or the connection secret)."""
+async def _kubeconfig(
+    request: Request,
+    management: Management | None,
+    composite: Mapping[str, Any],
+    found: tuple[stages.Stage, ...],
+) -> dict[str, Any]:
+    """The team's control plane's kubeconfig: a file, or the ControlPlane's connection secret.
+
+    The secret is in the namespace of the composed objects (a legacy composite's claim's).
+    """
     if request.kubeconfig is not None:
         try:
             kubeconfig = yaml.safe_load(request.kubeconfig.read_text())
@@ -301,13 +313,16 @@ async def _target_cluster(
         ref = ((composite.get("status") or {}).get("instance") or {}).get(
             "kubeconfigSecretRef"
         ) or {}
-        namespace = str(metadata.get("namespace") or "")
+        namespace = found[0].namespace if found else str(metadata.get("namespace") or "")
         name = str(ref.get("name") or f"{metadata.get('name')}-kubeconfig")
         kubeconfig = await management.kubeconfig(
             namespace, name, str(ref.get("key") or "kubeconfig")
         )
+    if not isinstance(kubeconfig, dict):
+        msg = "the control plane's kubeconfig is not a kubeconfig"
+        raise PlanFailedError(msg)
     request.secrets.extend(_credential_values(kubeconfig))
-    return await Cluster.from_kubeconfig(kubeconfig)
+    return kubeconfig
 
 
 def _credential_values(kubeconfig: Any) -> list[str]:
@@ -395,6 +410,12 @@ def render(plan: Plan, fmt: Format, *, diffs: bool = True) -> str:
     default="table",
     show_default=True,
 )
+@click.option(
+    "--default-service-account",
+    default="",
+    help="kustomize-controller's --default-service-account on the platform: the identity a "
+    "stage without serviceAccountName is applied as (default: the kubeconfig's own).",
+)
 @click.option("--no-diff", is_flag=True, help="Table: list the objects without their diffs.")
 def main(  # noqa: PLR0917 (click passes every option by keyword, in its order)
     controlplane: str,
@@ -409,6 +430,7 @@ def main(  # noqa: PLR0917 (click passes every option by keyword, in its order)
     substitute_from: Path | None,
     build_tool: str | None,
     fmt: Format,
+    default_service_account: str,
     no_diff: bool,
 ) -> None:
     """Show, stage by stage, what a push to a team's repository would do to its control plane.
@@ -429,6 +451,7 @@ def main(  # noqa: PLR0917 (click passes every option by keyword, in its order)
             composite_resource=composite_resource,
             substitute_from=substitute_from,
             binary=build.find_binary(build_tool),
+            default_service_account=default_service_account,
             secrets=secrets,
         )
         plan = plan_offline(request) if offline else asyncio.run(plan_live(request))

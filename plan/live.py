@@ -68,6 +68,9 @@ class Discovery:
         }
 
 
+IMPERSONATE_USER = "Impersonate-User"
+
+
 class ControlPlane:
     """The team's control plane: reads and dry-run applies, never a write."""
 
@@ -76,6 +79,23 @@ class ControlPlane:
         self.cluster = cluster
         self.discovery = Discovery(cluster)
         self._slots = asyncio.Semaphore(CONCURRENCY)
+
+    @classmethod
+    async def connect(cls, kubeconfig: Mapping[str, Any], user: str = "") -> ControlPlane:
+        """The control plane through ``kubeconfig``, as ``user`` when given (impersonated).
+
+        kustomize-controller applies through a Kustomization's kubeconfig as its
+        service account when it names one (fluxcd/pkg/runtime's Impersonator): so
+        does the plan, so that what RBAC refuses Flux is refused here too.
+
+        Raises:
+            KubeError: the kubeconfig is refused.
+        """
+        cluster = await Cluster.from_kubeconfig(kubeconfig)
+        if user:
+            # The official client carries no annotations.
+            cluster.api_client.set_default_header(IMPERSONATE_USER, user)  # type: ignore[no-untyped-call]
+        return cls(cluster)
 
     async def get(self, resource: Resource, namespace: str, name: str) -> dict[str, Any] | None:
         """The live object, or None."""
@@ -92,6 +112,30 @@ class ControlPlane:
     async def close(self) -> None:
         """Close its connections."""
         await self.cluster.close()
+
+
+class ControlPlanes:
+    """The control plane as each identity Flux applies stages with: one client per identity."""
+
+    def __init__(self, kubeconfig: Mapping[str, Any]) -> None:
+        """Connect through ``kubeconfig`` (the ControlPlane's connection secret's)."""
+        self.kubeconfig = kubeconfig
+        self._by_user: dict[str, ControlPlane] = {}
+
+    async def as_user(self, user: str) -> ControlPlane:
+        """The control plane as ``user`` (empty: the kubeconfig's own identity).
+
+        Raises:
+            KubeError: the kubeconfig is refused.
+        """
+        if user not in self._by_user:
+            self._by_user[user] = await ControlPlane.connect(self.kubeconfig, user)
+        return self._by_user[user]
+
+    async def close(self) -> None:
+        """Close every client's connections."""
+        for target in self._by_user.values():
+            await target.close()
 
 
 class Management:

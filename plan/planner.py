@@ -43,7 +43,7 @@ from plan.changes import (
     masked_diff,
     offline,
 )
-from plan.live import ControlPlane
+from plan.live import ControlPlane, ControlPlanes
 from plan.stages import Stage, before
 from provider.kube import KubeError
 
@@ -152,13 +152,17 @@ async def plan_live(
     stages: Sequence[Stage],
     trees: Checkouts,
     builder: Builder,
-    target: ControlPlane,
+    targets: ControlPlanes,
     inventories: Mapping[str, Sequence[tuple[ObjectId, str]]],
+    *,
+    default_service_account: str = "",
 ) -> tuple[StagePlan, ...]:
     """Each stage against the live control plane.
 
     ``inventories`` are each live Kustomization's inventory (each object's id and the
     apiVersion it was applied at) by its name: a stage without one (new) prunes nothing.
+    Each stage is asked of the control plane as Flux applies it: as the service account
+    its Kustomization names, else ``default_service_account``, else the kubeconfig's user.
     """
     names = _stage_names(stages)
     built = _build_all(stages, trees, builder, base=_has_encrypted)
@@ -171,9 +175,10 @@ async def plan_live(
             continue
         earlier = [by_name[s.kustomization_name].installs for s in before(tuple(stages), stage)]
         try:
+            target = await targets.as_user(stage.applied_as(default_service_account))
             changes, item.installs = await _stage_live(item, earlier, target)
             changes += await _prunes(item, target, inventories.get(stage.kustomization_name, ()))
-        except ObjectError as error:
+        except (ObjectError, KubeError) as error:
             plans.append(_shell(stage, names, error=str(error)))
             continue
         assert item.head is not None

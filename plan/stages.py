@@ -74,6 +74,15 @@ class Stage:
         """The ConfigMaps and Secrets whose keys are variables, in Flux's order."""
         return tuple(dig(self.kustomization, "spec", "postBuild", "substituteFrom") or ())
 
+    def applied_as(self, default_service_account: str = "") -> str:
+        """Who Flux applies the stage as in the control plane; empty: the kubeconfig's identity.
+
+        The Kustomization's ``serviceAccountName``, else kustomize-controller's
+        ``--default-service-account``, impersonated in the Kustomization's namespace.
+        """
+        name = dig(self.kustomization, "spec", "serviceAccountName") or default_service_account
+        return f"system:serviceaccount:{self.namespace}:{name}" if name else ""
+
     @property
     def health_check_exprs(self) -> tuple[Mapping[str, Any], ...]:
         """The CEL health checks, by group and kind."""

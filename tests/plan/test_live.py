@@ -20,7 +20,7 @@ from click.testing import CliRunner
 
 from plan import build, cli, planner, stages
 from plan.changes import Built, ObjectId, StagePlan
-from plan.live import FIELD_MANAGER, ControlPlane
+from plan.live import FIELD_MANAGER, ControlPlanes
 from provider.kube import Cluster, Resource, kubeconfig_file
 from sandbox.apiserver import APIServer
 
@@ -112,23 +112,38 @@ def owned(obj: dict[str, Any], stage: str = "myctp-config") -> dict[str, Any]:
 
 
 def plan_live(
-    server: APIServer, repo: Path, build_tool: Path, inventories: dict[str, Any] | None = None
+    server: APIServer,
+    repo: Path,
+    build_tool: Path,
+    inventories: dict[str, Any] | None = None,
+    *,
+    service_account: str = "",
 ) -> tuple[StagePlan, ...]:
     found = stages.render(staged_composite(), function_input())
+    if service_account:
+        # As a platform whose function renders one would (the plan follows the rendering).
+        found = tuple(
+            stages.Stage(
+                s.name,
+                {
+                    **s.kustomization,
+                    "spec": {**s.kustomization["spec"], "serviceAccountName": service_account},
+                },
+            )
+            for s in found
+        )
 
     def builder(stage: stages.Stage, root: Path) -> list[Built]:
         return build.build(build_tool, root, stage.kustomization)
 
     async def run() -> tuple[StagePlan, ...]:
-        target = ControlPlane(
-            await Cluster.from_kubeconfig(kubeconfig_file(server.kubeconfig_path))
-        )
+        targets = ControlPlanes(kubeconfig_file(server.kubeconfig_path))
         try:
             return await planner.plan_live(
-                found, planner.Checkouts(repo), builder, target, inventories or {}
+                found, planner.Checkouts(repo), builder, targets, inventories or {}
             )
         finally:
-            await target.close()
+            await targets.close()
 
     return asyncio.run(run())
 
@@ -349,3 +364,22 @@ def test_the_command_plans_live_through_the_connection_secret_and_reads_substitu
         ("packages", 1, ""),
         ("config", 1, ""),
     ]
+
+
+def test_a_stage_is_planned_as_the_service_account_its_kustomization_names(
+    apiserver: APIServer, namespace: str, tmp_path: Path, build_tool: Path
+) -> None:
+    # Flux applies such a stage as system:serviceaccount:<namespace>:<name> in the
+    # control plane; with no RBAC for it there, Flux is refused and so is the plan.
+    write(
+        tmp_path,
+        {
+            "packages/k.yaml": configmap("keep", {"k": "v"}, namespace),
+            "config/cm.yaml": configmap("x", {"a": "1"}, namespace),
+        },
+    )
+
+    packages, _ = plan_live(apiserver, tmp_path, build_tool, service_account="flux-applier")
+
+    assert "system:serviceaccount:team-a:flux-applier" in packages.error
+    assert "forbidden" in packages.error.lower()
