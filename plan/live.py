@@ -16,7 +16,14 @@ import base64
 from collections.abc import Mapping
 from typing import Any
 
-from provider.kube import Cluster, KubeError, NotFoundError, Resource, load_kubeconfig_text
+from provider.kube import (
+    Cluster,
+    ForbiddenError,
+    KubeError,
+    NotFoundError,
+    Resource,
+    load_kubeconfig_text,
+)
 
 # kustomize-controller's field manager: a dry run as it shows what its apply would do.
 FIELD_MANAGER = "kustomize-controller"
@@ -30,6 +37,8 @@ KUBECONFIG_KEY = "kubeconfig"
 # Requests in flight to one API server: enough to hide its latency, few enough
 # for its default max-in-flight (400) and a small control plane.
 CONCURRENCY = 16
+# From this many objects of one kind in one namespace on, they are read with one list.
+LIST_FROM = 8
 # Shorter values are masked by no one: "1" or "true" would blank out half the output.
 MIN_SECRET_LENGTH = 4
 
@@ -79,6 +88,10 @@ class ControlPlane:
         self.cluster = cluster
         self.discovery = Discovery(cluster)
         self._slots = asyncio.Semaphore(CONCURRENCY)
+        # Live objects read by a list, by (resource, namespace) and then by name.
+        self._listed: dict[
+            tuple[Resource, str], asyncio.Task[dict[str, dict[str, Any]] | None]
+        ] = {}
 
     @classmethod
     async def connect(cls, kubeconfig: Mapping[str, Any], user: str = "") -> ControlPlane:
@@ -97,8 +110,40 @@ class ControlPlane:
             cluster.api_client.set_default_header(IMPERSONATE_USER, user)  # type: ignore[no-untyped-call]
         return cls(cluster)
 
+    def prefetch(self, resource: Resource, namespace: str) -> None:
+        """Read the objects of ``resource`` in ``namespace`` with one list, for ``get`` to answer.
+
+        A stage's objects are mostly a few kinds in a few namespaces: a list each
+        costs the server far less than a GET per object.
+        """
+        key = (resource, namespace)
+        if key not in self._listed:
+            self._listed[key] = asyncio.ensure_future(self._list(resource, namespace))
+
+    async def _list(self, resource: Resource, namespace: str) -> dict[str, dict[str, Any]] | None:
+        """Every object by name; None when listing is not allowed (a GET each then)."""
+        try:
+            async with self._slots:
+                items, _ = await self.cluster.list(resource, namespace or None)
+        except ForbiddenError:
+            return None
+        # A list's items do not repeat their apiVersion and kind.
+        return {
+            str(item["metadata"]["name"]): {
+                "apiVersion": resource.api_version,
+                "kind": resource.kind,
+                **item,
+            }
+            for item in items
+        }
+
     async def get(self, resource: Resource, namespace: str, name: str) -> dict[str, Any] | None:
         """The live object, or None."""
+        listed = self._listed.get((resource, namespace))
+        if listed is not None:
+            found = await listed
+            if found is not None:
+                return found.get(name)
         async with self._slots:
             return await self.cluster.get(resource, namespace or None, name)
 

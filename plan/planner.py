@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -43,7 +44,7 @@ from plan.changes import (
     masked_diff,
     offline,
 )
-from plan.live import ControlPlane, ControlPlanes
+from plan.live import LIST_FROM, ControlPlane, ControlPlanes
 from plan.stages import Stage, before
 from provider.kube import KubeError
 
@@ -205,6 +206,7 @@ async def _stage_live(
     # What this stage defines for its own later objects: its CRDs, applied first.
     own = kinds.installs(item.stage.name, (obj for obj in objects if obj.apply_stage == 0))
     base = {obj.id: obj for obj in item.base or ()}
+    await _prefetch(target, [(obj.api_version, obj.id) for obj in objects])
     changes = await asyncio.gather(
         *(_object_live(obj, base.get(obj.id), own, earlier, target) for obj in objects)
     )
@@ -214,6 +216,20 @@ async def _stage_live(
         if change.action in {"create", "change"}
     ]
     return tuple(changes), kinds.installs(item.stage.name, moving)
+
+
+async def _prefetch(target: ControlPlane, objects: Sequence[tuple[str, ObjectId]]) -> None:
+    """Read with one list each the kinds and namespaces that hold many of ``objects``."""
+    groups = Counter((api_version, key.kind, key.namespace) for api_version, key in objects)
+    for (api_version, kind, namespace), count in groups.items():
+        if count < LIST_FROM:
+            continue
+        try:
+            resource = await target.discovery.resource(api_version, kind)
+        except KubeError:
+            continue  # each object says why, on its own
+        if resource is not None:
+            target.prefetch(resource, namespace if resource.namespaced else "")
 
 
 async def _object_live(
@@ -290,6 +306,7 @@ async def _prunes(
     assert item.head is not None
     kept = {obj.id for obj in item.head}
     gone = sorted((key, version) for key, version in inventory if key not in kept)
+    await _prefetch(target, [(version, key) for key, version in gone])
 
     async def pruned(key: ObjectId, api_version: str) -> Change | None:
         try:

@@ -20,7 +20,7 @@ from click.testing import CliRunner
 
 from plan import build, cli, planner, stages
 from plan.changes import Built, ObjectId, StagePlan
-from plan.live import FIELD_MANAGER, ControlPlanes
+from plan.live import FIELD_MANAGER, LIST_FROM, ControlPlanes
 from provider.kube import Cluster, Resource, kubeconfig_file
 from sandbox.apiserver import APIServer
 
@@ -161,14 +161,21 @@ def namespace(apiserver: APIServer) -> Iterator[str]:
     yield name
 
 
+@pytest.mark.parametrize(
+    "extra",
+    [0, LIST_FROM],
+    ids=["each object read by a GET", "many objects of a kind read by one list"],
+)
 def test_each_object_is_created_changed_or_unchanged_as_the_server_would_apply_it(
-    apiserver: APIServer, namespace: str, tmp_path: Path, build_tool: Path
+    apiserver: APIServer, namespace: str, tmp_path: Path, build_tool: Path, extra: int
 ) -> None:
+    others = [configmap(f"other-{index}", {"a": "1"}, namespace) for index in range(extra)]
     asyncio.run(
         applied(
             apiserver,
             owned(configmap("same", {"a": "1"}, namespace)),
             owned(configmap("changed", {"a": "1"}, namespace)),
+            *(owned(dict(other)) for other in others),
             owned(
                 {
                     "apiVersion": "v1",
@@ -187,6 +194,7 @@ def test_each_object_is_created_changed_or_unchanged_as_the_server_would_apply_i
                 configmap("same", {"a": "1"}, namespace),
                 configmap("changed", {"a": "2"}, namespace),
                 configmap("new", {"a": "${CONTROLPLANE_NAME}"}, namespace),
+                *(configmap(f"other-{index}", {"a": "1"}, namespace) for index in range(extra)),
                 {
                     "apiVersion": "v1",
                     "kind": "Secret",
@@ -206,6 +214,7 @@ def test_each_object_is_created_changed_or_unchanged_as_the_server_would_apply_i
         "changed": "change",
         "new": "create",
         "creds": "change",
+        **{f"other-{index}": "unchanged" for index in range(extra)},
     }
     diffs = {change.object.name: change.diff for change in config.changes}
     assert "-  a: '1'" in diffs["changed"] and "+  a: '2'" in diffs["changed"]
