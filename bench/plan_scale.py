@@ -204,6 +204,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--objects", type=int, default=500)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument(
+        "--profile", type=Path, help="also write a CPU profile (cProfile) of one plan here"
+    )
     args = parser.parse_args()
     if not BUILD_TOOL.is_file():
         raise SystemExit(f"{BUILD_TOOL} is missing: tools/build.sh plan_build")
@@ -275,6 +278,17 @@ def main() -> None:
             for _ in range(args.repeat):
                 run, out = timed(plan_argv, env, {2}, servers)
                 plans.append(run)
+            if args.profile:
+                profiled = [
+                    str(ROOT / ".venv" / "bin" / "python"),
+                    "-c",
+                    "import cProfile, sys, time; from plan.cli import main; "
+                    f"sys.argv = ['controlplane-plan', *{plan_argv[1:]!r}]; "
+                    "p = cProfile.Profile(time.process_time); p.enable(); "
+                    "exec('try:\\n main()\\nexcept SystemExit:\\n pass'); "
+                    f"p.disable(); p.dump_stats({str(args.profile)!r})",
+                ]
+                timed(profiled, env, {0}, servers)
             summary = yaml.safe_load(out)["summary"]
             print(f"{args.objects} objects; the plan: {summary} (expected {expected})")
             print(f"load average before: {os.getloadavg()[0]:.1f}")

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from provider.backup import diff
-from provider.backup.archive import strip
+from provider.backup.archive import SERVER_MANAGED_METADATA, strip
 
 Action = Literal["create", "change", "delete", "unchanged"]
 ACTIONS: tuple[Action, ...] = ("create", "change", "delete", "unchanged")
@@ -198,10 +198,29 @@ def annotation(obj: Mapping[str, Any], name: str) -> str:
 
 
 def comparable(obj: Mapping[str, Any]) -> dict[str, Any]:
-    """An object as a plan compares it: without server-managed metadata or status."""
+    """An object as a plan shows it: a copy without server-managed metadata or status."""
     plain = strip(obj)
     plain.pop("status", None)
     return plain
+
+
+def same(one: Mapping[str, Any], other: Mapping[str, Any]) -> bool:
+    """Whether two objects are equal but for server-managed metadata and status.
+
+    ``comparable(one) == comparable(other)`` without copying either: a plan asks
+    it of every object.
+    """
+    return _view(one) == _view(other)
+
+
+def _view(obj: Mapping[str, Any]) -> dict[str, Any]:
+    view = {key: value for key, value in obj.items() if key != "status"}
+    metadata = obj.get("metadata")
+    if isinstance(metadata, Mapping):
+        view["metadata"] = {
+            key: value for key, value in metadata.items() if key not in SERVER_MANAGED_METADATA
+        }
+    return view
 
 
 def offline(
@@ -223,7 +242,7 @@ def offline(
         note = ENCRYPTED_NOTE if item.encrypted else ""
         if old is None:
             changes.append(Change("create", key, item.api_version, note=note))
-        elif comparable(old.object) == comparable(obj):
+        elif same(old.object, obj):
             changes.append(Change("unchanged", key, item.api_version, note=note))
         elif annotation(obj, SSA_ANNOTATION) == SSA_IF_NOT_PRESENT:
             changes.append(Change("unchanged", key, item.api_version, note="ssa: IfNotPresent"))

@@ -39,10 +39,10 @@ from plan.changes import (
     ObjectId,
     StagePlan,
     annotation,
-    comparable,
     in_apply_order,
     masked_diff,
     offline,
+    same,
 )
 from plan.live import LIST_FROM, ControlPlane, ControlPlanes
 from plan.stages import Stage, before
@@ -274,7 +274,7 @@ async def _object_live(
         raise ObjectError(f"{key}: the control plane refuses it: {error}") from None
     if live is None:
         return Change("create", key, item.api_version)
-    if comparable(live) == comparable(planned):
+    if same(live, planned):
         return Change("unchanged", key, item.api_version)
     return Change("change", key, item.api_version, masked_diff(live, planned, key))
 
@@ -291,7 +291,7 @@ def _encrypted(item: Built, base: Built | None, live: Mapping[str, Any] | None) 
             item.api_version,
             note=f"{ENCRYPTED_NOTE}; no base revision holds it, so it is taken as changed",
         )
-    if comparable(base.object) == comparable(item.object):
+    if same(base.object, item.object):
         return Change("unchanged", key, item.api_version, note=ENCRYPTED_NOTE)
     text = masked_diff(base.object, item.object, key, encrypted=True)
     return Change("change", key, item.api_version, text, ENCRYPTED_NOTE)

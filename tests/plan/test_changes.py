@@ -274,3 +274,17 @@ def test_a_kind_not_served_yet_is_planned_when_an_earlier_stage_installs_it(
     found = kinds.installed_by(case.key, same, earlier)
 
     assert (case.expected in found) if case.expected else found == ""
+
+
+def test_same_ignores_exactly_what_comparable_drops() -> None:
+    live = {
+        **configmap("a", {"k": "v"}),
+        "status": {"x": 1},
+    }
+    live["metadata"] = {**live["metadata"], "uid": "u", "resourceVersion": "7", "managedFields": []}
+    relabelled = configmap("a", {"k": "v"}, labels={"team": "a"})
+
+    assert changes.same(live, configmap("a", {"k": "v"}))
+    assert changes.comparable(live) == changes.comparable(configmap("a", {"k": "v"}))
+    assert not changes.same(live, relabelled)
+    assert not changes.same(live, configmap("a", {"k": "w"}))
