@@ -13,7 +13,7 @@ import asyncio
 import sys
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -248,7 +248,7 @@ def _package_note(stage: StagePlan, version: str) -> StagePlan:
         f"the control plane runs Crossplane {version}: a package whose crossplane.version "
         "constraint asks for more fails its health check (Installed/Healthy)"
     )
-    return StagePlan(**{**stage.__dict__, "notes": (*stage.notes, note)})
+    return replace(stage, notes=(*stage.notes, note))
 
 
 async def _management(request: Request) -> Management | None:
@@ -335,9 +335,10 @@ def _credential_values(kubeconfig: Any) -> list[str]:
     return found
 
 
-def failed(controlplane: str, message: str) -> Plan:
+def failed(controlplane: str, message: str, *, offline: bool) -> Plan:
     """A plan that could not be made: one error, shown in every format."""
-    return Plan(controlplane, "offline", (StagePlan("(all)", "", "", error=message),))
+    mode: Literal["live", "offline"] = "offline" if offline else "live"
+    return Plan(controlplane, mode, (StagePlan("(all)", "", "", error=message),))
 
 
 def render(plan: Plan, fmt: Format, *, diffs: bool = True) -> str:
@@ -456,7 +457,7 @@ def main(  # noqa: PLR0917 (click passes every option by keyword, in its order)
         )
         plan = plan_offline(request) if offline else asyncio.run(plan_live(request))
     except (PlanFailedError, build.BuildError, KubeError) as error:
-        plan = failed(controlplane, str(error))
+        plan = failed(controlplane, str(error), offline=offline)
     text = redact(render(plan, fmt, diffs=not no_diff), secrets)
     click.echo(text, nl=False)
     if plan.failed:
