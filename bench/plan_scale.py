@@ -282,9 +282,9 @@ def main() -> None:
                 profiled = [
                     str(ROOT / ".venv" / "bin" / "python"),
                     "-c",
-                    "import cProfile, sys, time; from plan.cli import main; "
+                    "import cProfile, sys; from plan.cli import main; "
                     f"sys.argv = ['controlplane-plan', *{plan_argv[1:]!r}]; "
-                    "p = cProfile.Profile(time.process_time); p.enable(); "
+                    "p = cProfile.Profile(); p.enable(); "
                     "exec('try:\\n main()\\nexcept SystemExit:\\n pass'); "
                     f"p.disable(); p.dump_stats({str(args.profile)!r})",
                 ]

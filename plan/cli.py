@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
+import threading
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field, replace
@@ -87,7 +88,7 @@ def _reference(text: str) -> tuple[str, str]:
 
 @contextmanager
 def _trees(request: Request) -> Iterator[planner.Checkouts]:
-    """The head (a revision, or the working tree) and the base revision as folders."""
+    """The head (a revision, or the working tree) and the base revision, written out when asked."""
     with ExitStack() as stack:
         try:
             head = (
@@ -95,14 +96,24 @@ def _trees(request: Request) -> Iterator[planner.Checkouts]:
                 if request.head
                 else request.repository
             )
-            base = (
-                stack.enter_context(checkout.revision_tree(request.repository, request.base))
-                if request.base
-                else None
-            )
         except checkout.CheckoutError as error:
             raise PlanFailedError(str(error)) from None
-        yield planner.Checkouts(head, base)
+        lock = threading.Lock()
+        written: list[Path] = []
+
+        def base() -> Path:
+            # Stages build side by side: the first to ask writes the revision out.
+            assert request.base is not None
+            with lock:
+                if not written:
+                    try:
+                        tree = checkout.revision_tree(request.repository, request.base)
+                        written.append(stack.enter_context(tree))
+                    except checkout.CheckoutError as error:
+                        raise build.BuildError(str(error)) from None
+            return written[0]
+
+        yield planner.Checkouts(head, base if request.base else None)
 
 
 def _builder(

@@ -60,10 +60,14 @@ class ObjectError(Exception):
 
 @dataclass
 class Checkouts:
-    """The trees a plan builds: the head (what the push makes) and, if given, the base."""
+    """The trees a plan builds: the head (what the push makes) and, if given, the base.
+
+    ``base`` is asked for only when a stage needs it (live, only for SOPS objects):
+    a revision is written out when first asked for.
+    """
 
     head: Path
-    base: Path | None = None
+    base: Callable[[], Path] | None = None
 
 
 @dataclass
@@ -95,7 +99,7 @@ def _build_one(stage: Stage, trees: Checkouts, builder: Builder, base: BaseNeede
         return item
     if trees.base is not None and base(item.head):
         try:
-            item.base = builder(stage, trees.base)
+            item.base = builder(stage, trees.base())
         except build.BuildError:
             # The base did not build (or had no such folder): compare with nothing.
             item.base = None
