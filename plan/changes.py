@@ -4,7 +4,7 @@ And the pure rules that decide it without a control plane: an offline plan
 compares a stage's objects built from the base revision with those built
 from the head; Flux's own identity of an object (its inventory entry),
 its ``kustomize.toolkit.fluxcd.io`` annotations and its apply order. Secret
-values never appear: diffs mask them (``provider.backup.diff``), and a SOPS
+values never appear: diffs mask them (the restore's ``diff``), and a SOPS
 object is compared by its ciphertext. Pure: no I/O.
 """
 
@@ -14,8 +14,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from provider.backup import diff
-from provider.backup.archive import SERVER_MANAGED_METADATA, strip
+from provider.backup.format.archive import SERVER_MANAGED_METADATA, strip
+from provider.backup.restore import diff
 
 Action = Literal["create", "change", "delete", "unchanged"]
 ACTIONS: tuple[Action, ...] = ("create", "change", "delete", "unchanged")

@@ -28,7 +28,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from provider.backup.tenancy import TenancyError
+from provider.backup.storage.tenancy import TenancyError
 
 DEFAULT_PARTITION = "aws"
 ACCOUNT = re.compile(r"[0-9]{12}")
