@@ -126,6 +126,15 @@ def _shell(stage: Stage, names: Mapping[str, str], **fields: Any) -> StagePlan:
     )
 
 
+def _planned(
+    stage: Stage, names: Mapping[str, str], head: Sequence[Built], changes: tuple[Change, ...]
+) -> StagePlan:
+    """A stage's plan: its changes, and the health checks Flux would run on what it applies."""
+    return _shell(
+        stage, names, changes=changes, health_checks=health.checks(stage.kustomization, head)
+    )
+
+
 def _stage_names(stages: Sequence[Stage]) -> dict[str, str]:
     return {stage.kustomization_name: stage.name for stage in stages}
 
@@ -142,14 +151,8 @@ def plan_offline(
             plans.append(_shell(stage, names, error=item.error))
             continue
         assert item.head is not None
-        plans.append(
-            _shell(
-                stage,
-                names,
-                changes=offline(item.base, item.head, prune=stage.prune),
-                health_checks=health.checks(stage.kustomization, item.head),
-            )
-        )
+        changes = offline(item.base, item.head, prune=stage.prune)
+        plans.append(_planned(stage, names, item.head, changes))
     return tuple(plans)
 
 
@@ -187,14 +190,7 @@ async def plan_live(
             plans.append(_shell(stage, names, error=str(error)))
             continue
         assert item.head is not None
-        plans.append(
-            _shell(
-                stage,
-                names,
-                changes=changes,
-                health_checks=health.checks(stage.kustomization, item.head),
-            )
-        )
+        plans.append(_planned(stage, names, item.head, changes))
     return tuple(plans)
 
 
