@@ -58,6 +58,7 @@ from provider.model import (
     InvalidError,
     ProviderConfigSpec,
     ProviderConfigStatus,
+    credentials_namespace,
     parse,
 )
 from provider.runtime.durations import format_go_duration
@@ -255,7 +256,8 @@ class BackupReconciler:
         namespace = backup["metadata"]["namespace"]
         spec = storage_spec(backup["spec"].get("storage") or {}, namespace)
         if spec.assume_role_with == AssumeRoleWith.WEB_IDENTITY:
-            self.web_identity_roles.check_role(spec.role_arn, namespace)
+            prefix = str((backup["spec"].get("storage") or {}).get("prefix") or "")
+            self.web_identity_roles.check_role(spec.role_arn, namespace, prefix)
 
     async def _target(self, backup: Mapping[str, Any]) -> Target:
         """The Instance's kubeconfig, from the connection secret the provider wrote for it.
@@ -337,8 +339,9 @@ class BackupReconciler:
         if credentials.source == "UpboundTokens" and credentials.upbound is not None:
             return credentials.upbound.space_url, published
         selector = credentials.secret_ref
-        secret_namespace = selector.namespace or namespace
-        if ref.kind == "ProviderConfig" and secret_namespace != namespace:
+        try:
+            secret_namespace = credentials_namespace(ref.kind, ref.name, selector, namespace)
+        except InvalidError:
             return None, published
         secret = await self.local.get(kube.SECRETS, secret_namespace, selector.name)
         encoded = ((secret or {}).get("data") or {}).get(selector.key)
