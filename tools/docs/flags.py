@@ -55,7 +55,7 @@ def command(program: click.Command, *names: str) -> Command:
         usage=f"{' '.join(path)} {pieces}".strip(),
         help=(found.help or "").split("\f")[0].strip(),
         flags=tuple(
-            _flag(param, prefix)
+            _flag(param, prefix, context)
             for param in found.params
             if isinstance(param, click.Option) and not param.hidden
         ),
@@ -67,12 +67,12 @@ def subcommands(program: click.Group) -> list[str]:
     return sorted(program.commands)
 
 
-def _flag(option: click.Option, prefix: str | None) -> Flag:
+def _flag(option: click.Option, prefix: str | None, context: click.Context) -> Flag:
     return Flag(
         names=(*option.opts, *option.secondary_opts),
         variable=_variable(option, prefix),
         type=_type(option),
-        default=_default(option),
+        default=_default(option, context),
         help=one_line(option.help or ""),
     )
 
@@ -103,13 +103,14 @@ def _type(option: click.Option) -> str:
     return f"{text}, repeatable" if option.multiple else text
 
 
-def _default(option: click.Option) -> str:
+def _default(option: click.Option, context: click.Context) -> str:
     if isinstance(option.show_default, str):
         return option.show_default
-    value = option.default
+    value = option.get_default(context, call=False)
     if option.is_flag:
         return "on" if value else "off"
-    if value is None or value in ((), []):
+    # None, nothing repeated, or click's own marker of a default left unset.
+    if not isinstance(value, str | int | float | tuple | list) or value in ((), []):
         return ""
     return str(value)
 

@@ -227,26 +227,34 @@ def generated(read: Callable[[Path], str] = lambda path: path.read_text()) -> di
     return files
 
 
-def undescribed() -> list[str]:
-    """Every field and flag without a description, each with where to describe it."""
-    problems = [
-        f"{_relative(kind.source)}: {kind.kind} field {field.path} has no description: "
-        f"add a description to it in the schema, then run `{REGENERATE}`"
-        for kind in kinds()
-        for field in kind.fields()
-        if not field.description
-    ]
-    found = programs()
-    commands = [
+def commands(found: Programs) -> list[flags.Command]:
+    """Every command whose flags the configuration page lists."""
+    return [
         flags.command(found.function, "serve"),
         flags.command(found.provider),
         flags.command(found.backup_controller),
         *(flags.command(found.backup, name) for name in flags.subcommands(found.backup)),
     ]
+
+
+def undescribed(
+    found: list[schema.Kind] | None = None, listed: list[flags.Command] | None = None
+) -> list[str]:
+    """Every field and flag without a description, each with where to describe it.
+
+    By default those of every shipped schema and of every listed command.
+    """
+    problems = [
+        f"{_relative(kind.source)}: {kind.kind} field {field.path} has no description: "
+        f"add a description to it in the schema, then run `{REGENERATE}`"
+        for kind in (kinds() if found is None else found)
+        for field in kind.fields()
+        if not field.description
+    ]
     problems.extend(
         f"{command.path} {flag.names[0]} has no help: add help= to its click.option, "
         f"then run `{REGENERATE}`"
-        for command in commands
+        for command in (commands(programs()) if listed is None else listed)
         for flag in command.flags
         if not flag.help
     )
