@@ -100,7 +100,9 @@ def _type(option: click.Option) -> str:
         text = f"{kind.name}, {_range(kind)}"
     else:
         text = kind.name
-    return f"{text}, repeatable" if option.multiple else text
+    if option.multiple:
+        text += ", repeatable"
+    return f"{text}, required" if option.required else text
 
 
 def _default(option: click.Option, context: click.Context) -> str:

@@ -20,6 +20,7 @@ from pathlib import Path
 import click
 
 from function.cli import main as function_main
+from plan.cli import main as plan_main
 from provider.backup.cli.commands import main as backup_main
 from provider.cli import backup_main as backup_controller_main
 from provider.cli import main as provider_main
@@ -190,13 +191,14 @@ class Programs:
     provider: click.Command
     backup_controller: click.Command
     backup: click.Group
+    plan: click.Command
 
 
 def programs() -> Programs:
     """The programs, imported from the product."""
     assert isinstance(function_main, click.Group)
     assert isinstance(backup_main, click.Group)
-    return Programs(function_main, provider_main, backup_controller_main, backup_main)
+    return Programs(function_main, provider_main, backup_controller_main, backup_main, plan_main)
 
 
 def configuration_blocks(found: list[schema.Kind], programs: Programs) -> dict[str, str]:
@@ -208,6 +210,7 @@ def configuration_blocks(found: list[schema.Kind], programs: Programs) -> dict[s
         "controlplane-provider": flag_table(flags.command(programs.provider)),
         "controlplane-backup-controller": flag_table(flags.command(programs.backup_controller)),
         "controlplane-backup": command_reference(programs.backup),
+        "controlplane-plan": flag_table(flags.command(programs.plan)),
     }
 
 
@@ -234,6 +237,7 @@ def commands(found: Programs) -> list[flags.Command]:
         flags.command(found.provider),
         flags.command(found.backup_controller),
         *(flags.command(found.backup, name) for name in flags.subcommands(found.backup)),
+        flags.command(found.plan),
     ]
 
 

@@ -57,6 +57,7 @@ from provider.model import (
     InstanceSpec,
     InvalidError,
     ProviderConfigSpec,
+    credentials_namespace,
     parse,
 )
 from provider.runtime.durations import format_go_duration
@@ -254,7 +255,8 @@ class BackupReconciler:
         namespace = backup["metadata"]["namespace"]
         spec = storage_spec(backup["spec"].get("storage") or {}, namespace)
         if spec.assume_role_with == AssumeRoleWith.WEB_IDENTITY:
-            self.web_identity_roles.check_role(spec.role_arn, namespace)
+            prefix = str((backup["spec"].get("storage") or {}).get("prefix") or "")
+            self.web_identity_roles.check_role(spec.role_arn, namespace, prefix)
 
     async def _target(self, backup: Mapping[str, Any]) -> Target:
         """The Instance's kubeconfig, from the connection secret the provider wrote for it.
@@ -321,8 +323,9 @@ class BackupReconciler:
             ).spaces.credentials.secret_ref
         except InvalidError:
             return None
-        secret_namespace = selector.namespace or namespace
-        if ref.kind == "ProviderConfig" and secret_namespace != namespace:
+        try:
+            secret_namespace = credentials_namespace(ref.kind, ref.name, selector, namespace)
+        except InvalidError:
             return None
         secret = await self.local.get(kube.SECRETS, secret_namespace, selector.name)
         encoded = ((secret or {}).get("data") or {}).get(selector.key)

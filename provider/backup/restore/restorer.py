@@ -318,7 +318,9 @@ class Restorer:
             check_key(str(storage.get("prefix") or ""), key)
             if spec.assume_role_with == AssumeRoleWith.WEB_IDENTITY:
                 # Before any token is read or minted for it.
-                self.web_identity_roles.check_role(spec.role_arn, namespace)
+                self.web_identity_roles.check_role(
+                    spec.role_arn, namespace, str(storage.get("prefix") or "")
+                )
         except TenancyError as error:
             msg = f"Backup {namespace}/{backup_name} is refused: {error}"
             raise RestoreError(msg) from None
