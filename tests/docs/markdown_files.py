@@ -22,8 +22,8 @@ from functools import cache
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-# Folders of tools, caches and builds, never documentation.
-SKIPPED = {".git", ".venv", ".tools", ".build", ".cache", "dist", "node_modules"}
+# Folders of builds, never documentation (and every hidden folder: tools, caches, the venv).
+SKIPPED = {"dist", "node_modules"}
 COMMAND_LANGUAGES = {"shell", "sh", "bash", "console", "zsh"}
 YAML_LANGUAGES = {"yaml", "yml"}
 
@@ -87,7 +87,9 @@ def markdown_files(root: Path = ROOT) -> list[Path]:
     return sorted(
         path
         for path in root.rglob("*.md")
-        if not any(part in SKIPPED for part in path.relative_to(root).parts)
+        if not any(
+            part in SKIPPED or part.startswith(".") for part in path.parent.relative_to(root).parts
+        )
     )
 
 

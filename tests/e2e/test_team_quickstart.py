@@ -7,7 +7,7 @@ from typing import Any
 
 import yaml
 
-from function import render
+from function import cli, render
 from function.cli import _input
 from sandbox import quickstart
 from tests.quickstart import differences, expected_status
@@ -17,8 +17,7 @@ EXAMPLE = quickstart.EXAMPLE
 
 
 def _documents(path: Path) -> list[dict[str, Any]]:
-    files = sorted(path.glob("*.yaml")) if path.is_dir() else [path]
-    return [doc for file in files for doc in yaml.safe_load_all(file.read_text()) if doc]
+    return cli._documents(str(path))
 
 
 def test_the_readmes_status_is_what_the_function_renders_once_everything_is_ready() -> None:
