@@ -266,7 +266,10 @@ COMMON_FLAGS: list[Flag] = [
         "-l",
         envvar="LEADER_ELECTION",
         show_envvar=True,
-        help="Run only while holding the Lease.",
+        help=(
+            "Run only while holding a coordination.k8s.io Lease named after the command "
+            "(controlplane-provider or controlplane-backup-controller)."
+        ),
     ),
     click.option(
         "--leader-election-namespace",
@@ -305,7 +308,8 @@ COMMON_FLAGS: list[Flag] = [
         help=(
             "A host a hosted control plane's kubeconfig may name: host, *.domain (one "
             "label deep) or an IP address, each with an optional :port (else any port); "
-            "repeatable. Default: the host of the Space the Instance's provider config names."
+            "repeatable. Default: the ingress host the Space publishes (upbound-system/"
+            "ingress-public), else the host of the Space the provider config names."
         ),
     ),
 ]
