@@ -12,11 +12,15 @@ One etcd holds every cluster, each a kube-apiserver under its own prefix:
   as docs/install.md tells a platform team;
 - the Space: the upstream Spaces CRDs, with `SpacesSimulator` playing the
   Spaces controller, slow as a Space is (`provisioning_delay`,
-  `deletion_delay`), and `SpaceFront` as its ingress: one TLS address that
+  `deletion_delay`), and `SpaceFront` as its ingress (`spaces-router`) on an
+  address of its own (`ROUTER_ADDRESS`, not the Space API server's), which
   serves the Space's own API at its root (the operator's Space kubeconfig,
-  a static bearer token) and each hosted control plane under its path
-  prefix (the connection secrets the Space writes), as an Upbound Space's
-  `spaces-router` does (see `sandbox.spacefront`);
+  as `up ctx` writes it, a static bearer token) and each hosted control
+  plane under its path prefix (the connection secrets the Space writes);
+  the Space publishes that ingress in `upbound-system/ingress-public` (see
+  `sandbox.spacefront`). `self_hosted_group` adds a group reached as the
+  self-hosted docs say, with a ServiceAccount token of the host cluster's
+  API server; `cloud_space` a second Space as Upbound Cloud runs them;
 - one hosted control plane (API server) per Space ControlPlane, started when
   the simulator first sees it, with Crossplane core inside if the platform
   was started with `crossplane_in_hosted` or a scenario asks for it
@@ -31,6 +35,7 @@ context manager: leaving it stops everything, newest first.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import tempfile
 import threading
@@ -62,8 +67,15 @@ from sandbox.paths import REPO_ROOT, UPSTREAM_CRDS
 from sandbox.pki import issue
 from sandbox.processes import Process
 from sandbox.registry import FUNCTION, PROVIDER, Registry
-from sandbox.spacefront import SpaceFront
-from sandbox.spaces import SPACES_CRD, Kube, SpacesSimulator, wait_for
+from sandbox.spacefront import CloudAuth, SpaceFront
+from sandbox.spaces import (
+    SPACES_CRD,
+    Kube,
+    SpacesSimulator,
+    provider_role,
+    service_account_kubeconfig,
+    wait_for,
+)
 
 SPACE_GROUP = "default"
 SPACE_SECRET = "space-kubeconfig"
@@ -73,6 +85,12 @@ INSTALL_DEADLINE = 180.0
 # seconds, so every scenario meets a Space that is not instant (a real one takes minutes).
 PROVISIONING_DELAY = 3.0
 DELETION_DELAY = 3.0
+# The Space's ingress (spaces-router) and a Cloud Space's, each on a loopback address
+# of its own: a host other than the Space API server's 127.0.0.1, so the provider's
+# default allowed host (what the Space publishes) is what admits them.
+ROUTER_ADDRESS = "127.0.0.2"
+CLOUD_ADDRESS = "127.0.0.3"
+V2_COMPOSITION = REPO_ROOT / "compositions" / "controlplane.yaml"
 
 
 COMPOSITIONS = (
@@ -81,24 +99,46 @@ COMPOSITIONS = (
 )
 
 
-def sandbox_composition(path: Path, writer_arn: str, git_host: str) -> dict[str, Any]:
+def sandbox_composition(
+    path: Path, writer_arn: str, git_host: str, provider_config: str | None = None
+) -> dict[str, Any]:
     """A repository composition with its Input set as docs/install.md asks, for the sandbox.
 
     The backup writer's role trusts the writer's own identity (`roleArn`):
     here it is a moto IAM user, not IRSA's web identity, which needs an EKS
-    OIDC provider. Git repositories are served on loopback over plain http,
+    OIDC provider. With ``provider_config`` it is a composition of its own,
+    named ``<provider_config>.<name>``, whose Instances use that ClusterProviderConfig.
+    Git repositories are served on loopback over plain http,
     which the Input refuses unless it lists the host and allows http: it lists
     exactly the sandbox's git server (`host:port`), and nothing else private.
     """
     composition: dict[str, Any] = yaml.safe_load(path.read_text())
+    if provider_config is not None:
+        # A composite picks it with spec.crossplane.compositionRef.
+        name = composition["metadata"]["name"]
+        composition["metadata"]["name"] = f"{provider_config}.{name}"
     for step in composition["spec"]["pipeline"]:
         function_input = step.get("input") or {}
+        if provider_config is not None and "instance" in function_input:
+            function_input["instance"]["providerConfigRef"]["name"] = provider_config
         backup = function_input.get("backup")
         if backup is not None:
             backup["trust"] = {"roleArn": writer_arn}
         if function_input:
             function_input["source"] = {"allowedHosts": [git_host], "allowHTTP": True}
     return composition
+
+
+@dataclass(frozen=True)
+class CloudSpace:
+    """A Space as Upbound Cloud runs them (`Platform.cloud_space`)."""
+
+    provider_config: str
+    kube: Kube
+    front: SpaceFront
+    auth: CloudAuth
+    simulator: SpacesSimulator
+    composition: str
 
 
 @dataclass
@@ -163,7 +203,7 @@ class Platform:
         self.space = Kube(self.factory(name="space"))
         self.space.apply_crds(SPACES_CRD)
         self.space.namespace(SPACE_GROUP)
-        self.front = self._stack.enter_context(SpaceFront())
+        self.front = self._stack.enter_context(SpaceFront(ROUTER_ADDRESS))
         self.front.register_space(self.space.server)
         self.simulator = self._stack.enter_context(
             SpacesSimulator(
@@ -231,6 +271,85 @@ class Platform:
         # Before the compositions: their Input allows this server's host.
         self.git = self._stack.enter_context(GitServer(self.workdir / "git"))
         self._install_api()
+
+    def composition_for(self, provider_config: str) -> str:
+        """Apply the v2 composition with Instances on ``provider_config``; its name."""
+        composition = sandbox_composition(
+            V2_COMPOSITION, self.aws.writer.arn, self.git.host, provider_config
+        )
+        kubectl.apply(
+            self.kubeconfig, self._manifest(f"composition-{provider_config}", composition)
+        )
+        return str(composition["metadata"]["name"])
+
+    def self_hosted_group(self, group: str, *, watch: bool) -> str:
+        """A Space group reached as the self-hosted docs say; the ClusterProviderConfig's name.
+
+        The operator's kubeconfig names the host cluster's API server (the Space's
+        kube-apiserver, not the ingress) with a token of a ServiceAccount whose Role
+        grants, in the group, what the provider needs, ``watch`` only if asked, and
+        ``get`` of ``upbound-system/ingress-public``. The ClusterProviderConfig is named
+        after the group.
+        """
+        text = service_account_kubeconfig(
+            self.space, group, "provider-controlplane", provider_role(group, watch=watch)
+        )
+        secret = f"space-{group}-kubeconfig"
+        self.kube.put_secret(NAMESPACE, secret, {"kubeconfig": text.encode()})
+        self._provider_config(
+            group, group, {"source": "Secret", "secretRef": _secret_ref(secret, "kubeconfig")}
+        )
+        return group
+
+    def cloud_space(self, token_lifetime: float, organization: str = "acme") -> CloudSpace:
+        """A second Space as Upbound Cloud runs them, and a ClusterProviderConfig ``cloud``.
+
+        Its API (another kube-apiserver) is served at the root of its own front
+        (`CLOUD_ADDRESS`), which refuses watches, takes only organisation tokens that
+        expire after ``token_lifetime`` seconds and exchanges a robot's token for them;
+        the Space writes no connection secrets. The operator's Secret holds the robot's
+        token; the provider config names the Space's URL and the token endpoint.
+        """
+        kube = Kube(self.factory(name="cloud-space"))
+        kube.apply_crds(SPACES_CRD)
+        kube.namespace(SPACE_GROUP)
+        auth = CloudAuth(organization=organization, token_lifetime=token_lifetime)
+        front = self._stack.enter_context(SpaceFront(CLOUD_ADDRESS, cloud=auth))
+        front.register_space(kube.server)
+        simulator = self._stack.enter_context(
+            SpacesSimulator(
+                kube,
+                self._hosted,
+                provisioning_delay=self.provisioning_delay,
+                deletion_delay=self.deletion_delay,
+                front=front,
+                crossplane_running=self.crossplane_running,
+            )
+        )
+        name = "cloud"
+        self.kube.put_secret(NAMESPACE, "upbound-robot", {"token": auth.robot_token.encode()})
+        upbound = {
+            "organization": organization,
+            "spaceURL": front.url,
+            "tokenEndpoint": front.url,
+            "certificateAuthorityData": base64.b64encode(front.ca_pem).decode(),
+        }
+        credentials = {
+            "source": "UpboundTokens",
+            "secretRef": _secret_ref("upbound-robot", "token"),
+            "upbound": upbound,
+        }
+        self._provider_config(name, SPACE_GROUP, credentials)
+        return CloudSpace(name, kube, front, auth, simulator, self.composition_for(name))
+
+    def _provider_config(self, name: str, group: str, credentials: dict[str, Any]) -> None:
+        config = {
+            "apiVersion": "controlplane.spaces.upbound.io/v1alpha1",
+            "kind": "ClusterProviderConfig",
+            "metadata": {"name": name},
+            "spec": {"spaces": {"namespace": group, "credentials": credentials}},
+        }
+        kubectl.apply(self.kubeconfig, self._manifest(f"providerconfig-{name}", config))
 
     @property
     def hosted(self) -> dict[str, APIServer]:
@@ -365,6 +484,10 @@ class Platform:
             text = "\n".join(standin.read_text(errors="replace").splitlines()[-lines:])
             tails.append(f"--- aws stand-in ({standin})\n{text}")
         return "\n\n".join(tails)
+
+
+def _secret_ref(name: str, key: str) -> dict[str, str]:
+    return {"namespace": NAMESPACE, "name": name, "key": key}
 
 
 @contextlib.contextmanager
