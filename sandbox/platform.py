@@ -41,8 +41,9 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from kubernetes import client
 
-from sandbox import kubectl
+from sandbox import identity, kubectl, provideraws
 from sandbox.apiserver import APIServer, APIServerFactory, run_etcd
 from sandbox.aws import Aws
 from sandbox.controller_manager import ControllerManager
@@ -56,18 +57,30 @@ from sandbox.crossplane import (
 from sandbox.flux import Flux
 from sandbox.git import GitServer
 from sandbox.hosted import HostedControlPlane
+from sandbox.identity import ServiceAccount
 from sandbox.launcher import Launcher, VirtualenvLauncher
 from sandbox.ours import Controller, FunctionServer
-from sandbox.paths import REPO_ROOT, UPSTREAM_CRDS
+from sandbox.paths import REPO_ROOT
 from sandbox.pki import issue
 from sandbox.processes import Process
-from sandbox.registry import FUNCTION, PROVIDER, Registry
+from sandbox.provideraws import MEMBERS, dependency_name
+from sandbox.registry import CONFIGURATION_NAME, FUNCTION, PROVIDER, Package, Registry
 from sandbox.spacefront import SpaceFront
 from sandbox.spaces import SPACES_CRD, Kube, SpacesSimulator, wait_for
+from tools.packages import configuration_root
 
 SPACE_GROUP = "default"
 SPACE_SECRET = "space-kubeconfig"
-BACKUP_CRDS = REPO_ROOT / "deploy" / "backup-controller" / "crds"
+DEPLOY = REPO_ROOT / "deploy"
+# What deploy/ ships, in the order docs/install.md applies it: core's extra
+# rules, the Backup controller (its namespace first: the provider's Role lives
+# there), the provider's runtime config and rules.
+DEPLOY_FOLDERS = (DEPLOY / "crossplane", DEPLOY / "backup-controller", DEPLOY / "provider")
+BACKUP_CRDS = DEPLOY / "backup-controller" / "crds"
+# The identity deploy/backup-controller/serviceaccount.yaml gives the Backup
+# controller (the provider's is the one its runtime config names).
+BACKUP_ACCOUNT = ServiceAccount("controlplane-system", "controlplane-backup")
+PROVIDER_RUNTIME_CONFIG = "provider-controlplane"
 INSTALL_DEADLINE = 180.0
 # How long the sandbox's Space takes to provision and to delete a control plane:
 # seconds, so every scenario meets a Space that is not instant (a real one takes minutes).
@@ -75,6 +88,14 @@ PROVISIONING_DELAY = 3.0
 DELETION_DELAY = 3.0
 
 
+XRD_FOLDERS = (REPO_ROOT / "xrds", REPO_ROOT / "xrds" / "legacy")
+# A kind of each package's, which its ServiceAccount may watch once the RBAC
+# manager has bound the package's roles (by API group).
+WATCHED = {
+    "controlplane.spaces.upbound.io": "instances",
+    "s3.aws.m.upbound.io": "buckets",
+    "iam.aws.m.upbound.io": "roles",
+}
 COMPOSITIONS = (
     *sorted((REPO_ROOT / "compositions").glob("*.yaml")),
     *sorted((REPO_ROOT / "compositions" / "legacy").glob("*.yaml")),
@@ -138,11 +159,12 @@ class Platform:
         self._stack.close()
 
     def _started(self, part: Any) -> Any:
-        """Remember a started part so it is stopped on exit, and its process for logs."""
+        """Remember a started part so it is stopped on exit, and its processes for logs."""
         self._stack.callback(part.stop)
-        process = getattr(part, "process", None)
-        if isinstance(process, Process):
-            self.processes.append(process)
+        processes = getattr(part, "processes", None)
+        if processes is None:
+            processes = [getattr(part, "process", None)]
+        self.processes.extend(p for p in processes if isinstance(p, Process))
         return part
 
     def start(self) -> None:
@@ -194,7 +216,6 @@ class Platform:
         self.registry = Registry(self.workdir / "registry")
         self.registry.start()
         self._started(self.registry)
-        self._install_packages()
 
         self.flux = Flux(self.management, self.workdir / "flux")
         self.flux.install()
@@ -202,35 +223,44 @@ class Platform:
         self._stack.callback(self.flux.stop)
         self.processes.extend(self.flux.processes)
 
-        self._install_aws_crds()
-        self.aws = self._stack.enter_context(Aws(self.workdir / "aws", self.kubeconfig))
+        # Before the Configuration: its compositions' Input trusts the writer's
+        # identity and allows this git server's host.
+        self.aws = self._stack.enter_context(Aws(self.workdir / "aws"))
+        self.git = self._stack.enter_context(GitServer(self.workdir / "git"))
+        self._install_deploy()
+        self._install_packages()
+        self.aws.run_standin(
+            {
+                service: self._kubeconfig_of(self._bound(dependency_name(package), group))
+                for package in self.aws_packages
+                if (service := MEMBERS.get(package.name)) is not None
+                for group in [f"{service}.aws.m.upbound.io"]
+            }
+        )
         writer = self.aws.writer_environment()
         self._connect_provider()
-        # The provider restores from S3 as the backup writer does.
+        # The provider restores from S3 as the backup writer does. It runs as
+        # the ServiceAccount the package runtime made from its runtime config,
+        # once the RBAC manager has bound its package's ClusterRole to it.
         self.provider = Controller(
             self.launcher,
             self.workdir,
             "controlplane-provider",
-            self.kubeconfig,
+            self._kubeconfig_of(self._bound(PROVIDER.name, "controlplane.spaces.upbound.io")),
             list(self.provider_args),
             env=writer,
         )
         self.provider.start()
         self._started(self.provider)
-        kubectl.apply(self.kubeconfig, BACKUP_CRDS)
         self.backup_controller = Controller(
             self.launcher,
             self.workdir,
             "controlplane-backup-controller",
-            self.kubeconfig,
+            self._kubeconfig_of(BACKUP_ACCOUNT),
             env=writer,
         )
         self.backup_controller.start()
         self._started(self.backup_controller)
-
-        # Before the compositions: their Input allows this server's host.
-        self.git = self._stack.enter_context(GitServer(self.workdir / "git"))
-        self._install_api()
 
     @property
     def hosted(self) -> dict[str, APIServer]:
@@ -273,33 +303,111 @@ class Platform:
         path.write_text(yaml.safe_dump_all(documents, sort_keys=False))
         return path
 
+    def _kubeconfig_of(self, account: ServiceAccount) -> Path:
+        """A kubeconfig of the management cluster as `account`, for the process running as it."""
+        path = self.workdir / "identities" / f"{account.namespace}.{account.name}.kubeconfig"
+        return identity.kubeconfig(self.management, account, path)
+
+    def _install_deploy(self) -> None:
+        """What deploy/ ships, as docs/install.md applies it; wait for the Backup CRDs."""
+        for folder in DEPLOY_FOLDERS:
+            kubectl.apply_kustomization(self.kubeconfig, folder)
+        for path in sorted(BACKUP_CRDS.glob("*.yaml")):
+            name = yaml.safe_load(path.read_text())["metadata"]["name"]
+            wait_for(f"CRD {name} Established", partial(self.kube.established, name))
+
     def _install_packages(self) -> None:
-        """Push our packages and install them as a platform team does, under production names."""
-        for package in (FUNCTION, PROVIDER):
+        """Push the packages and install them as docs/install.md does, under production names.
+
+        The Function (by the name the compositions call) and the Provider
+        (with its runtime config) first, then the Configuration, whose
+        dependencies Crossplane's package manager resolves: ours are there
+        already, provider-aws-s3 and -iam (and through them the family) it
+        installs from the registry. Then wait until the XRDs are offered.
+        """
+        self.aws_packages = provideraws.packages(self.workdir / "packages")
+        configuration = Package(
+            configuration_root(self.workdir / "packages" / "configuration", self._compositions()),
+            CONFIGURATION_NAME,
+        )
+        for package in (FUNCTION, PROVIDER, *self.aws_packages, configuration):
             self.registry.push(package)
-        packages = [
+        ours = [
             {
                 "apiVersion": "pkg.crossplane.io/v1",
-                "kind": kind,
-                "metadata": {"name": package.name},
-                "spec": {"package": package.reference},
-            }
-            for kind, package in (("Function", FUNCTION), ("Provider", PROVIDER))
+                "kind": "Function",
+                "metadata": {"name": FUNCTION.name},
+                "spec": {"package": FUNCTION.reference},
+            },
+            {
+                "apiVersion": "pkg.crossplane.io/v1",
+                "kind": "Provider",
+                "metadata": {"name": PROVIDER.name},
+                "spec": {
+                    "package": PROVIDER.reference,
+                    "runtimeConfigRef": {"name": PROVIDER_RUNTIME_CONFIG},
+                },
+            },
         ]
+        registries = [self.registry.image_config(), self.registry.image_config(provideraws.PREFIX)]
+        kubectl.apply(self.kubeconfig, self._manifest("packages", *registries, *ours))
+        self._wait_healthy(("functions", FUNCTION.name), ("providers", PROVIDER.name))
         kubectl.apply(
             self.kubeconfig,
-            self._manifest("packages", self.registry.image_config(), *packages),
+            self._manifest(
+                "configuration",
+                {
+                    "apiVersion": "pkg.crossplane.io/v1",
+                    "kind": "Configuration",
+                    "metadata": {"name": CONFIGURATION_NAME},
+                    "spec": {"package": configuration.reference},
+                },
+            ),
         )
-        for plural, package in (("functions", FUNCTION), ("providers", PROVIDER)):
+        self._wait_healthy(
+            ("configurations", CONFIGURATION_NAME),
+            *(("providers", dependency_name(package)) for package in self.aws_packages),
+        )
+        for path in sorted(p for folder in XRD_FOLDERS for p in folder.glob("*.yaml")):
+            name = yaml.safe_load(path.read_text())["metadata"]["name"]
             wait_for(
-                f"{plural} {package.name} Installed and Healthy",
-                partial(package_healthy, self.kube, plural, package.name),
+                f"XRD {name} Established and Offered",
+                partial(self._offered, name),
                 timeout=INSTALL_DEADLINE,
             )
 
-    def _install_aws_crds(self) -> None:
-        """The provider-aws CRDs of the kinds the composition composes."""
-        self.kube.apply_crds(UPSTREAM_CRDS / "provider-aws")
+    def _wait_healthy(self, *packages: tuple[str, str]) -> None:
+        for plural, name in packages:
+            wait_for(
+                f"{plural} {name} Installed and Healthy",
+                partial(package_healthy, self.kube, plural, name),
+                timeout=INSTALL_DEADLINE,
+            )
+
+    def _bound(self, package: str, group: str) -> ServiceAccount:
+        """The ServiceAccount provider `package` runs as, once RBAC lets it watch its kinds.
+
+        It is the account of the Deployment the package runtime made for the
+        package's revision; the RBAC manager binds the revision's system
+        ClusterRole to it, which this waits for (a watch of `group`'s kinds).
+        """
+        apps: Any = client.AppsV1Api(self.kube.api)
+
+        def account() -> ServiceAccount | None:
+            found = apps.list_namespaced_deployment(
+                NAMESPACE, label_selector=f"pkg.crossplane.io/provider={package}"
+            )
+            for deployment in found.items:
+                return ServiceAccount(NAMESPACE, deployment.spec.template.spec.service_account_name)
+            return None
+
+        found = wait_for(f"the ServiceAccount of {package}", account, timeout=INSTALL_DEADLINE)
+        wait_for(
+            f"the RBAC manager binding {found.username}",
+            partial(identity.allowed, self.management, found, "watch", group, WATCHED[group]),
+            timeout=INSTALL_DEADLINE,
+        )
+        return found
 
     def _connect_provider(self) -> None:
         """The Space's kubeconfig secret and the README's ClusterProviderConfig."""
@@ -313,18 +421,6 @@ class Platform:
         self.kube.put_secret(
             NAMESPACE, SPACE_SECRET, {"kubeconfig": self.front.space_kubeconfig().encode()}
         )
-
-    def _install_api(self) -> None:
-        """The XRDs and compositions; wait until the XRDs are Established and Offered."""
-        xrds = (REPO_ROOT / "xrds", REPO_ROOT / "xrds" / "legacy")
-        kubectl.apply(self.kubeconfig, *xrds, *self._compositions())
-        for path in sorted(p for folder in xrds for p in folder.glob("*.yaml")):
-            name = yaml.safe_load(path.read_text())["metadata"]["name"]
-            wait_for(
-                f"XRD {name} Established and Offered",
-                partial(self._offered, name),
-                timeout=INSTALL_DEADLINE,
-            )
 
     def _offered(self, name: str) -> bool:
         """Established (and Offered, with a claim), and its CRDs serve lists."""
@@ -341,21 +437,20 @@ class Platform:
             crds.append(f"{spec['claimNames']['plural']}.{spec['group']}")
         return all(self.kube.established(crd) for crd in crds)
 
-    def _compositions(self) -> list[Path]:
+    def _compositions(self) -> dict[Path, str]:
         """The compositions with their Input set to this AWS account and git server."""
-        return [
-            self._manifest(
-                f"composition-{path.stem}",
-                sandbox_composition(path, self.aws.writer.arn, self.git.host),
+        return {
+            path.relative_to(REPO_ROOT): yaml.safe_dump(
+                sandbox_composition(path, self.aws.writer.arn, self.git.host), sort_keys=False
             )
             for path in COMPOSITIONS
-        ]
+        }
 
     def logs(self, lines: int = 40) -> str:
         """The tail of every process's log (and the in-process stand-in's), for a failure."""
         with self._hosted_lock:
             cores = [plane.core for plane in self.hosted_control_planes.values()]
-        hosted = [core.process for core in cores if core is not None and core.process is not None]
+        hosted = [process for core in cores if core is not None for process in core.processes]
         tails = [
             f"--- {process.name} ({process.log_path})\n{process.log_tail(lines)}"
             for process in (*self.processes, *hosted)
