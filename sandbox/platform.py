@@ -43,7 +43,7 @@ from typing import Any
 import yaml
 from kubernetes import client
 
-from sandbox import identity, kubectl, provideraws
+from sandbox import identity, install, kubectl, provideraws
 from sandbox.apiserver import APIServer, APIServerFactory, run_etcd
 from sandbox.aws import Aws
 from sandbox.controller_manager import ControllerManager
@@ -71,16 +71,10 @@ from tools.packages import configuration_root
 
 SPACE_GROUP = "default"
 SPACE_SECRET = "space-kubeconfig"
-DEPLOY = REPO_ROOT / "deploy"
-# What deploy/ ships, in the order docs/install.md applies it: core's extra
-# rules, the Backup controller (its namespace first: the provider's Role lives
-# there), the provider's runtime config and rules.
-DEPLOY_FOLDERS = (DEPLOY / "crossplane", DEPLOY / "backup-controller", DEPLOY / "provider")
-BACKUP_CRDS = DEPLOY / "backup-controller" / "crds"
+BACKUP_CRDS = REPO_ROOT / "deploy" / "backup-controller" / "crds"
 # The identity deploy/backup-controller/serviceaccount.yaml gives the Backup
 # controller (the provider's is the one its runtime config names).
 BACKUP_ACCOUNT = ServiceAccount("controlplane-system", "controlplane-backup")
-PROVIDER_RUNTIME_CONFIG = "provider-controlplane"
 INSTALL_DEADLINE = 180.0
 # How long the sandbox's Space takes to provision and to delete a control plane:
 # seconds, so every scenario meets a Space that is not instant (a real one takes minutes).
@@ -198,8 +192,11 @@ class Platform:
             )
         )
 
+        # The install's steps (sandbox.install), as this platform applied them.
+        self.installed: list[str] = []
         self.core = CrossplaneCore(self.management, self.workdir / "crossplane")
         self.core.init()
+        self.installed.append("crossplane")
         self.core.start()
         self._started(self.core)
         ca = self.core.root_ca
@@ -308,10 +305,26 @@ class Platform:
         path = self.workdir / "identities" / f"{account.namespace}.{account.name}.kubeconfig"
         return identity.kubeconfig(self.management, account, path)
 
+    def _apply(self, name: str) -> None:
+        """Apply the install step `name` as docs/install.md does (`sandbox.install`)."""
+        step = install.BY_NAME[name]
+        path = REPO_ROOT / step.path
+        if step.how is install.How.KUSTOMIZE:
+            kubectl.apply_kustomization(self.kubeconfig, path)
+        elif step.how is install.How.FILE:
+            kubectl.apply(self.kubeconfig, path)
+        else:
+            raise ValueError(f"the sandbox applies step {name} ({step.how.value}) otherwise")
+        self.installed.append(name)
+
     def _install_deploy(self) -> None:
-        """What deploy/ ships, as docs/install.md applies it; wait for the Backup CRDs."""
-        for folder in DEPLOY_FOLDERS:
-            kubectl.apply_kustomization(self.kubeconfig, folder)
+        """What deploy/ ships for the controllers; wait for the Backup CRDs.
+
+        Core's extra rules, the Backup controller (its namespace first: the
+        provider's Role lives there), the provider's runtime config and rules.
+        """
+        for name in ("crossplane-rules", "backup-controller", "provider-runtime"):
+            self._apply(name)
         for path in sorted(BACKUP_CRDS.glob("*.yaml")):
             name = yaml.safe_load(path.read_text())["metadata"]["name"]
             wait_for(f"CRD {name} Established", partial(self.kube.established, name))
@@ -332,38 +345,12 @@ class Platform:
         )
         for package in (FUNCTION, PROVIDER, *self.aws_packages, configuration):
             self.registry.push(package)
-        ours = [
-            {
-                "apiVersion": "pkg.crossplane.io/v1",
-                "kind": "Function",
-                "metadata": {"name": FUNCTION.name},
-                "spec": {"package": FUNCTION.reference},
-            },
-            {
-                "apiVersion": "pkg.crossplane.io/v1",
-                "kind": "Provider",
-                "metadata": {"name": PROVIDER.name},
-                "spec": {
-                    "package": PROVIDER.reference,
-                    "runtimeConfigRef": {"name": PROVIDER_RUNTIME_CONFIG},
-                },
-            },
-        ]
+        # The sandbox's own: production package names sent to the loopback registry.
         registries = [self.registry.image_config(), self.registry.image_config(provideraws.PREFIX)]
-        kubectl.apply(self.kubeconfig, self._manifest("packages", *registries, *ours))
+        kubectl.apply(self.kubeconfig, self._manifest("registries", *registries))
+        self._apply("packages")
         self._wait_healthy(("functions", FUNCTION.name), ("providers", PROVIDER.name))
-        kubectl.apply(
-            self.kubeconfig,
-            self._manifest(
-                "configuration",
-                {
-                    "apiVersion": "pkg.crossplane.io/v1",
-                    "kind": "Configuration",
-                    "metadata": {"name": CONFIGURATION_NAME},
-                    "spec": {"package": configuration.reference},
-                },
-            ),
-        )
+        self._apply("configuration")
         self._wait_healthy(
             ("configurations", CONFIGURATION_NAME),
             *(("providers", dependency_name(package)) for package in self.aws_packages),
@@ -410,11 +397,10 @@ class Platform:
         return found
 
     def _connect_provider(self) -> None:
-        """The Space's kubeconfig secret and the README's ClusterProviderConfig."""
+        """The Space's kubeconfig secret and the guide's ClusterProviderConfig."""
         self._write_space_kubeconfig()
-        kubectl.apply(
-            self.kubeconfig, REPO_ROOT / "examples" / "provider" / "clusterproviderconfig.yaml"
-        )
+        self.installed.append("space-kubeconfig")
+        self._apply("provider-config")
 
     def _write_space_kubeconfig(self) -> None:
         """The operator's Space kubeconfig: the front's root with the Space's token."""
