@@ -441,7 +441,7 @@ class PackageRuntime:
 
     def _deploy(self, revision: dict[str, Any], package: str) -> None:
         """The ServiceAccount and Deployment core's Deployment runtime makes for a provider."""
-        template = self._runtime_config(revision)
+        template = self._runtime_config(package)
         account = ((template.get("serviceAccountTemplate") or {}).get("metadata") or {}).get(
             "name"
         ) or revision["metadata"]["name"]
@@ -478,8 +478,15 @@ class PackageRuntime:
             )
         self._deployed.add(revision["metadata"]["uid"])
 
-    def _runtime_config(self, revision: dict[str, Any]) -> dict[str, Any]:
-        """The spec of the DeploymentRuntimeConfig the revision names ("default" if none)."""
-        name = (revision["spec"].get("runtimeConfigRef") or {}).get("name") or "default"
-        found = self.kube.get("deploymentruntimeconfigs", None, name, PKG[0], "v1beta1")
+    def _runtime_config(self, package: str) -> dict[str, Any]:
+        """The spec of the DeploymentRuntimeConfig the Provider `package` names ("default" if none).
+
+        Core copies a Provider's runtimeConfigRef into its revisions only under
+        its Deployment runtime (internal/controller/pkg/manager), so it is read
+        from the Provider, as that runtime would have it.
+        """
+        provider = self.kube.get("providers", None, package, *PKG) or {}
+        name = ((provider.get("spec") or {}).get("runtimeConfigRef") or {}).get("name")
+        config = name or "default"
+        found = self.kube.get("deploymentruntimeconfigs", None, config, PKG[0], "v1beta1")
         return dict((found or {}).get("spec") or {})

@@ -32,6 +32,8 @@ context manager: leaving it stops everything, newest first.
 from __future__ import annotations
 
 import contextlib
+import subprocess
+import sys
 import tempfile
 import threading
 from collections.abc import Iterator
@@ -67,7 +69,6 @@ from sandbox.provideraws import MEMBERS, dependency_name
 from sandbox.registry import CONFIGURATION_NAME, FUNCTION, PROVIDER, Package, Registry
 from sandbox.spacefront import SpaceFront
 from sandbox.spaces import SPACES_CRD, Kube, SpacesSimulator, wait_for
-from tools.packages import configuration_root
 
 SPACE_GROUP = "default"
 SPACE_SECRET = "space-kubeconfig"
@@ -339,10 +340,7 @@ class Platform:
         installs from the registry. Then wait until the XRDs are offered.
         """
         self.aws_packages = provideraws.packages(self.workdir / "packages")
-        configuration = Package(
-            configuration_root(self.workdir / "packages" / "configuration", self._compositions()),
-            CONFIGURATION_NAME,
-        )
+        configuration = Package(self._configuration_root(), CONFIGURATION_NAME)
         for package in (FUNCTION, PROVIDER, *self.aws_packages, configuration):
             self.registry.push(package)
         # The sandbox's own: production package names sent to the loopback registry.
@@ -363,6 +361,20 @@ class Platform:
                 timeout=INSTALL_DEADLINE,
             )
 
+    def _configuration_root(self) -> Path:
+        """The Configuration's package root as `make release` assembles it, with our Input."""
+        root = self.workdir / "packages" / "configuration"
+        subprocess.run(
+            [sys.executable, "-m", "tools.packages", "configuration", str(root)],
+            cwd=REPO_ROOT,
+            check=True,
+            capture_output=True,
+            timeout=60,
+        )
+        for relative, text in self._compositions().items():
+            (root / relative).write_text(text)
+        return root
+
     def _wait_healthy(self, *packages: tuple[str, str]) -> None:
         for plural, name in packages:
             wait_for(
@@ -381,11 +393,13 @@ class Platform:
         apps: Any = client.AppsV1Api(self.kube.api)
 
         def account() -> ServiceAccount | None:
-            found = apps.list_namespaced_deployment(
-                NAMESPACE, label_selector=f"pkg.crossplane.io/provider={package}"
-            )
-            for deployment in found.items:
-                return ServiceAccount(NAMESPACE, deployment.spec.template.spec.service_account_name)
+            # Its pods' labels name the package (core's Deployment runtime's selectors).
+            for deployment in apps.list_namespaced_deployment(NAMESPACE).items:
+                labels = deployment.spec.template.metadata.labels or {}
+                if labels.get("pkg.crossplane.io/provider") == package:
+                    return ServiceAccount(
+                        NAMESPACE, deployment.spec.template.spec.service_account_name
+                    )
             return None
 
         found = wait_for(f"the ServiceAccount of {package}", account, timeout=INSTALL_DEADLINE)

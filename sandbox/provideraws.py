@@ -2,7 +2,9 @@
 
 The Configuration depends on `xpkg.upbound.io/upbound/provider-aws-s3` and
 `-iam` (package/configuration/crossplane.yaml), which depend on
-`provider-family-aws`, as Upbound publishes them. provider-aws cannot run
+`provider-family-aws`, as Upbound publishes them (every service package
+depends on the family's config package and carries the family's label:
+crossplane-contrib/provider-upjet-aws#680). provider-aws cannot run
 here (no AWS, and it takes more than 40 minutes to build), so the sandbox
 pushes packages of the same names, at the release whose CRDs tools/crds.lock
 pins, to its loopback registry, and Crossplane's package manager resolves
@@ -64,7 +66,14 @@ def _meta(name: str, depends_on_family: bool) -> dict[str, object]:
     return {
         "apiVersion": "meta.pkg.crossplane.io/v1",
         "kind": "Provider",
-        "metadata": {"name": name, "annotations": {"meta.crossplane.io/description": _DESCRIPTION}},
+        "metadata": {
+            "name": name,
+            # As Upbound labels every package of the family (crossplane-contrib/
+            # provider-upjet-aws#680): the RBAC manager lets a family's members
+            # use each other's kinds (the family's ProviderConfigs).
+            "labels": {"pkg.crossplane.io/provider-family": FAMILY},
+            "annotations": {"meta.crossplane.io/description": _DESCRIPTION},
+        },
         "spec": spec,
     }
 

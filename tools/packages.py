@@ -3,9 +3,9 @@
 `crossplane xpkg build` packs every YAML file under its package root, so the
 Configuration's root is assembled: `package/configuration/crossplane.yaml`
 beside copies of `xrds/` and `compositions/` (their folders kept). `make
-release` builds the shipped one (tools/images.sh); the sandbox builds the
-same with its own compositions' Input, as a platform team builds its own
-(docs/install.md).
+release` builds the shipped one (tools/images.sh); the sandbox assembles the
+same root and sets its compositions' Input, as a platform team builds its own
+(docs/install.md). Standard library only: the build machine's python3 runs it.
 
     python -m tools.packages configuration DEST
 """
@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import shutil
 import sys
-from collections.abc import Mapping
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -29,26 +28,15 @@ def api_files(root: Path = ROOT) -> list[Path]:
     )
 
 
-def configuration_root(dest: Path, replaced: Mapping[Path, str] | None = None) -> Path:
-    """Assemble the Configuration's package root in `dest` (emptied first).
-
-    `replaced` gives other text for some of the API files (by their path
-    relative to the repository), as the sandbox sets its compositions' Input.
-    """
-    replaced = dict(replaced or {})
-    unknown = set(replaced) - set(api_files())
-    if unknown:
-        raise ValueError(f"not files of the Configuration: {', '.join(map(str, sorted(unknown)))}")
+def configuration_root(dest: Path) -> Path:
+    """Assemble the Configuration's package root in `dest` (emptied first)."""
     shutil.rmtree(dest, ignore_errors=True)
     dest.mkdir(parents=True)
     shutil.copyfile(CONFIGURATION_META, dest / "crossplane.yaml")
     for relative in api_files():
         target = dest / relative
         target.parent.mkdir(parents=True, exist_ok=True)
-        if relative in replaced:
-            target.write_text(replaced[relative])
-        else:
-            shutil.copyfile(ROOT / relative, target)
+        shutil.copyfile(ROOT / relative, target)
     return dest
 
 
