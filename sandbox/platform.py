@@ -37,6 +37,7 @@ import sys
 import tempfile
 import threading
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -176,7 +177,22 @@ class Platform:
         manager = ControllerManager(self.management, self.workdir)
         manager.start()
         self._started(manager)
+        self._start_space()
+        # Flux and the AWS side need nothing of core: they start while core does.
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            beside = pool.submit(self._start_flux_and_aws)
+            self._start_crossplane()
+            beside.result()
+        # Before the Configuration: its compositions' Input allows this git server's host.
+        self.git = self._stack.enter_context(GitServer(self.workdir / "git"))
+        self._install_deploy()
+        self._install_packages()
+        self._start_controllers()
+        # Last: core establishes the Configuration's XRDs while the controllers start.
+        self._wait_offered()
 
+    def _start_space(self) -> None:
+        """The Space: its API server and CRDs, its front, and the simulator playing it."""
         self.space = Kube(self.factory(name="space"))
         self.space.apply_crds(SPACES_CRD)
         self.space.namespace(SPACE_GROUP)
@@ -193,6 +209,8 @@ class Platform:
             )
         )
 
+    def _start_crossplane(self) -> None:
+        """Core as its chart installs it (the install's first step), our function, the registry."""
         # The install's steps (sandbox.install), as this platform applied them.
         self.installed: list[str] = []
         self.core = CrossplaneCore(self.management, self.workdir / "crossplane")
@@ -215,18 +233,22 @@ class Platform:
         self.registry.start()
         self._started(self.registry)
 
+    def _start_flux_and_aws(self) -> None:
+        """Flux (a prerequisite of the install) and SeaweedFS, moto and the writer's identity."""
         self.flux = Flux(self.management, self.workdir / "flux")
         self.flux.install()
         self.flux.start()
         self._stack.callback(self.flux.stop)
         self.processes.extend(self.flux.processes)
-
-        # Before the Configuration: its compositions' Input trusts the writer's
-        # identity and allows this git server's host.
         self.aws = self._stack.enter_context(Aws(self.workdir / "aws"))
-        self.git = self._stack.enter_context(GitServer(self.workdir / "git"))
-        self._install_deploy()
-        self._install_packages()
+
+    def _start_controllers(self) -> None:
+        """provider-aws's stand-in, our provider and the Backup controller, each as itself.
+
+        Each runs as the ServiceAccount its install ships, once the RBAC
+        manager has bound its package's ClusterRole to it (the Backup
+        controller's account and rules come from deploy/, already applied).
+        """
         self.aws.run_standin(
             {
                 service: self._kubeconfig_of(self._bound(dependency_name(package), group))
@@ -237,9 +259,7 @@ class Platform:
         )
         writer = self.aws.writer_environment()
         self._connect_provider()
-        # The provider restores from S3 as the backup writer does. It runs as
-        # the ServiceAccount the package runtime made from its runtime config,
-        # once the RBAC manager has bound its package's ClusterRole to it.
+        # The provider restores from S3 as the backup writer does.
         self.provider = Controller(
             self.launcher,
             self.workdir,
@@ -337,7 +357,7 @@ class Platform:
         (with its runtime config) first, then the Configuration, whose
         dependencies Crossplane's package manager resolves: ours are there
         already, provider-aws-s3 and -iam (and through them the family) it
-        installs from the registry. Then wait until the XRDs are offered.
+        installs from the registry.
         """
         self.aws_packages = provideraws.packages(self.workdir / "packages")
         configuration = Package(self._configuration_root(), CONFIGURATION_NAME)
@@ -353,6 +373,9 @@ class Platform:
             ("configurations", CONFIGURATION_NAME),
             *(("providers", dependency_name(package)) for package in self.aws_packages),
         )
+
+    def _wait_offered(self) -> None:
+        """Wait until the Configuration's XRDs are Established (and Offered, with a claim)."""
         for path in sorted(p for folder in XRD_FOLDERS for p in folder.glob("*.yaml")):
             name = yaml.safe_load(path.read_text())["metadata"]["name"]
             wait_for(
