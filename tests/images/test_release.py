@@ -99,3 +99,11 @@ def test_the_oci_archive_holds_both_images_by_digest(dist: Path) -> None:
     }
     digests = dict(line.split() for line in (IMAGES_DIR / "digests").read_text().splitlines())
     assert tags == digests
+
+
+def test_the_configuration_package_ships_beside_them_without_a_runtime(dist: Path) -> None:
+    # The XRDs and Compositions with their dependsOn (tests/e2e/test_packages.py
+    # checks what it holds): a package of objects only, one layer, no entrypoint.
+    package = xpkg_config(dist / "configuration-controlplane.xpkg")
+    assert not (package.get("config") or {}).get("Entrypoint")
+    assert len(package["rootfs"]["diff_ids"]) == 1
