@@ -310,6 +310,24 @@ ACCESS_CASES = [
         allowed=False,
     ),
     AccessCase(
+        "The provider deletes an Instance's ClusterProviderConfigUsage when it lets go of it.",
+        PROVIDER,
+        ("delete", "clusterproviderconfigusages.controlplane.spaces.upbound.io"),
+        allowed=True,
+    ),
+    AccessCase(
+        "The provider deletes a namespaced ProviderConfigUsage likewise.",
+        PROVIDER,
+        ("delete", "providerconfigusages.controlplane.spaces.upbound.io", "-n", "team-a"),
+        allowed=True,
+    ),
+    AccessCase(
+        "deploy/ lets the provider delete no provider config itself.",
+        PROVIDER,
+        ("delete", "clusterproviderconfigs.controlplane.spaces.upbound.io"),
+        allowed=False,
+    ),
+    AccessCase(
         "The provider mints tokens of the backup controller's ServiceAccount for restores.",
         PROVIDER,
         (
