@@ -33,11 +33,24 @@ def launched_with(process: Process) -> Path | None:
     return Path(variable) if variable else None
 
 
+# Each process as the platform holds it now (a scenario may have restarted it).
+PROCESSES: dict[str, Callable[[Platform], Process | None]] = {
+    "crossplane": lambda platform: platform.core.process,
+    "crossplane-rbac-manager": lambda platform: platform.core.rbac_manager,
+    "controlplane-provider": lambda platform: platform.provider.process,
+    "controlplane-backup-controller": lambda platform: platform.backup_controller.process,
+    "function-controlplane": lambda platform: platform.function.process,
+    "source-controller": lambda platform: platform.flux.controllers[0].process,
+    "kustomize-controller": lambda platform: platform.flux.controllers[1].process,
+}
+
+
 def process_named(platform: Platform, name: str) -> Process:
-    found = [process for process in platform.processes if process.name == name]
-    assert len(found) == 1, f"{name}: {[p.name for p in platform.processes]}"
-    assert found[0].running(), f"{name} is not running"
-    return found[0]
+    found = PROCESSES[name](platform)
+    assert found is not None, f"{name} was not started"
+    assert found.name == name
+    assert found.running(), f"{name} is not running"
+    return found
 
 
 def of_process(name: str) -> Callable[[Platform], Path | None]:
