@@ -9,7 +9,7 @@ One etcd holds every cluster, each a kube-apiserver under its own prefix:
   the built images: the `launcher`); our packages are built with `crossplane
   xpkg build`, pushed to a loopback registry and installed under their
   production names through an ImageConfig; then the XRDs and compositions,
-  as the README tells a platform team;
+  as docs/install.md tells a platform team;
 - the Space: the upstream Spaces CRDs, with `SpacesSimulator` playing the
   Spaces controller, slow as a Space is (`provisioning_delay`,
   `deletion_delay`), and `SpaceFront` as its ingress: one TLS address that
@@ -99,7 +99,7 @@ COMPOSITIONS = (
 
 
 def sandbox_composition(path: Path, writer_arn: str, git_host: str) -> dict[str, Any]:
-    """A repository composition with its Input set as the README asks, for the sandbox.
+    """A repository composition with its Input set as docs/install.md asks, for the sandbox.
 
     The backup writer's role trusts the writer's own identity (`roleArn`):
     here it is a moto IAM user, not IRSA's web identity, which needs an EKS

@@ -12,8 +12,13 @@ from typing import Any
 import pytest
 import yaml
 
-from provider.backup.retention import DeletionPolicy
-from provider.backup.schedules import INSTANCE_LABEL, SCHEDULE_LABEL, ScheduleReconciler, backup_of
+from provider.backup.controllers.retention import DeletionPolicy
+from provider.backup.controllers.schedules import (
+    INSTANCE_LABEL,
+    SCHEDULE_LABEL,
+    ScheduleReconciler,
+    backup_of,
+)
 from provider.kube import Cluster
 from sandbox.apiserver import APIServerFactory, Etcd
 from sandbox.spaces import Kube, condition

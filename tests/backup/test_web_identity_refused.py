@@ -24,10 +24,10 @@ from typing import Any
 import pytest
 import yaml
 
-from provider.backup.backups import BACKUPS, BackupReconciler
-from provider.backup.instance_restore import InstanceRestore
-from provider.backup.restore import Restorer
-from provider.backup.web_identity import WebIdentityPolicy
+from provider.backup.controllers.backups import BACKUPS, BackupReconciler
+from provider.backup.restore.instance import InstanceRestore
+from provider.backup.restore.restorer import Restorer
+from provider.backup.storage.web_identity import WebIdentityPolicy
 from provider.kube import Cluster, ServiceAccountRef
 from provider.model import INSTANCES
 from sandbox.s3 import SeaweedFS
@@ -82,8 +82,7 @@ REFUSALS = [
         "A Backup naming the backup controller's own role is refused, in a listed account",
         WebIdentityPolicy(frozenset({ACCOUNT})),
         role_arn=CONTROLLER_ROLE,
-        refused=f"spec.storage.roleArn must name a role of the namespace, whose name begins "
-        f"with '{TEAM}-'",
+        refused="spec.storage.roleArn must name the backup role of control plane ctp-",
     ),
     Refusal(
         "A team role of the namespace in a listed account is restored with a minted token",

@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import tarfile
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -107,3 +108,17 @@ def test_the_configuration_package_ships_beside_them_without_a_runtime(dist: Pat
     package = xpkg_config(dist / "configuration-controlplane.xpkg")
     assert not (package.get("config") or {}).get("Entrypoint")
     assert len(package["rootfs"]["diff_ids"]) == 1
+
+
+def test_the_release_ships_controlplane_plan_for_teams_ci(dist: Path) -> None:
+    """The wheel with the console script, and the build program it runs beside it."""
+    [wheel] = dist.glob("acme_controlplane-*-py3-none-any.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        entry_points = next(n for n in archive.namelist() if n.endswith("entry_points.txt"))
+        assert "controlplane-plan = plan.cli:main" in archive.read(entry_points).decode()
+    program = dist / "controlplane-plan-build-linux-amd64"
+    assert os.access(program, os.X_OK)
+    version = subprocess.run(
+        [str(program), "--version"], capture_output=True, text=True, check=True
+    ).stdout
+    assert version.startswith("v"), "stamped with the fluxcd/pkg/kustomize it is built on"
