@@ -421,6 +421,7 @@ def render(plan: Plan, fmt: Format, *, diffs: bool = True) -> str:
     type=click.Choice(["table", "markdown", "json"]),
     default="table",
     show_default=True,
+    help="For a terminal, for a pull request's comment, or for a program.",
 )
 @click.option(
     "--default-service-account",
