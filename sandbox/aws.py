@@ -1,10 +1,12 @@
 """The AWS side of the platform: SeaweedFS (S3), moto (IAM, STS) and the provider-aws stand-in.
 
 The stand-in (`sandbox.awsstandin`) reconciles the composed S3 and IAM
-managed resources into SeaweedFS and moto and serves an STS endpoint whose
-sessions SeaweedFS accepts. The backup writer's pod identity is a moto IAM
-user; the compositions trust it (`trust.roleArn`), so the writer assumes the
-role the function rendered, as in production with a controller role.
+managed resources into SeaweedFS and moto, as provider-aws-s3 and
+provider-aws-iam (one stand-in each, as the identity of that package), and
+serves an STS endpoint whose sessions SeaweedFS accepts. The backup
+writer's pod identity is a moto IAM user; the compositions trust it
+(`trust.roleArn`), so the writer assumes the role the function rendered, as
+in production with a controller role.
 """
 
 from __future__ import annotations
@@ -17,11 +19,14 @@ from pathlib import Path
 
 from sandbox.awsstandin.cloud import Endpoints
 from sandbox.awsstandin.identities import SeaweedAdmin
+from sandbox.awsstandin.kinds import KINDS
 from sandbox.awsstandin.standin import AwsStandin, Settings, running_in_thread
 from sandbox.s3 import Identity, Moto, SeaweedFS, credentials_environment, run_moto, run_seaweedfs
 
 REGION = "us-east-1"
 WRITER_USER = "controlplane-backup"
+# The service whose stand-in serves STS (its sessions are of the IAM roles).
+STS_SERVICE = "iam"
 # The stand-in runs in this process with the provider's managed reconciler: their
 # logs go to a file of the sandbox, as a process's output would.
 _STANDIN_LOGGERS = ("provider", "sandbox.awsstandin")
@@ -62,16 +67,23 @@ def _environment(variables: Mapping[str, str]) -> Iterator[None]:
 
 
 class Aws:
-    """SeaweedFS, moto and the stand-in for one management cluster; a context manager."""
+    """SeaweedFS, moto and the stand-in for one management cluster; a context manager.
 
-    def __init__(self, workdir: Path, kubeconfig: Path) -> None:
+    Entering it starts SeaweedFS and moto and makes the writer's identity;
+    `run_standin` then plays each member of the provider-aws family the
+    package manager installed (`sandbox.provideraws`): its kinds, with the
+    kubeconfig of that member's ServiceAccount.
+    """
+
+    def __init__(self, workdir: Path) -> None:
         self.workdir = workdir
-        self.kubeconfig = kubeconfig
         self._stack = contextlib.ExitStack()
         self.seaweed: SeaweedFS
         self.moto: Moto
         self.writer: Identity
-        self.standin: AwsStandin
+        self.standins: dict[str, AwsStandin] = {}
+        # The kubeconfig each service's stand-in runs with.
+        self.kubeconfigs: dict[str, Path] = {}
 
     def __enter__(self) -> Aws:
         self.workdir.mkdir(parents=True, exist_ok=True)
@@ -82,17 +94,6 @@ class Aws:
             self.seaweed = self._stack.enter_context(run_seaweedfs(parent_dir=self.workdir))
             self.moto = self._stack.enter_context(run_moto())
             self.writer = self.moto.create_identity(WRITER_USER)
-            settings = Settings(
-                Endpoints(s3=self.seaweed.endpoint, iam=self.moto.endpoint, region=REGION),
-                poll_interval=10.0,
-                short_wait=0.5,
-                seaweed=SeaweedAdmin(self.seaweed.master.address, self.seaweed.filer.address),
-            )
-            admin = credentials_environment(self.seaweed.access_key, self.seaweed.secret_key)
-            with _environment(admin):
-                self.standin = self._stack.enter_context(
-                    running_in_thread(self.kubeconfig, settings)
-                )
         except BaseException:
             self._stack.close()
             raise
@@ -101,6 +102,29 @@ class Aws:
     def __exit__(self, *_: object) -> None:
         self._stack.close()
 
+    def run_standin(self, kubeconfigs: Mapping[str, Path]) -> None:
+        """Play provider-aws: the kinds of each service (`s3`, `iam`) as its member's kubeconfig.
+
+        The IAM member serves the STS endpoint too: its sessions are of the
+        roles it reconciles.
+        """
+        endpoints = Endpoints(s3=self.seaweed.endpoint, iam=self.moto.endpoint, region=REGION)
+        seaweed = SeaweedAdmin(self.seaweed.master.address, self.seaweed.filer.address)
+        admin = credentials_environment(self.seaweed.access_key, self.seaweed.secret_key)
+        for service, kubeconfig in kubeconfigs.items():
+            settings = Settings(
+                endpoints,
+                poll_interval=10.0,
+                short_wait=0.5,
+                seaweed=seaweed if service == STS_SERVICE else None,
+            )
+            kinds = [kind for kind in KINDS if kind.service == service]
+            self.kubeconfigs[service] = kubeconfig
+            with _environment(admin):
+                self.standins[service] = self._stack.enter_context(
+                    running_in_thread(kubeconfig, settings, kinds)
+                )
+
     def writer_environment(self) -> dict[str, str]:
         """The backup writer's identity and endpoints, for the backup controller and provider."""
         return credentials_environment(
@@ -108,5 +132,5 @@ class Aws:
             self.writer.secret_key,
             AWS_REGION=REGION,
             AWS_ENDPOINT_URL_S3=self.seaweed.endpoint,
-            AWS_ENDPOINT_URL_STS=self.standin.sts_endpoint,
+            AWS_ENDPOINT_URL_STS=self.standins[STS_SERVICE].sts_endpoint,
         )

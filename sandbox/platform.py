@@ -37,17 +37,21 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import subprocess
+import sys
 import tempfile
 import threading
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Any
 
 import yaml
+from kubernetes import client
 
-from sandbox import kubectl
+from sandbox import identity, install, kubectl, provideraws
 from sandbox.apiserver import APIServer, APIServerFactory, run_etcd
 from sandbox.aws import Aws
 from sandbox.controller_manager import ControllerManager
@@ -61,12 +65,14 @@ from sandbox.crossplane import (
 from sandbox.flux import Flux
 from sandbox.git import GitServer
 from sandbox.hosted import HostedControlPlane
+from sandbox.identity import ServiceAccount
 from sandbox.launcher import Launcher, VirtualenvLauncher
 from sandbox.ours import Controller, FunctionServer
-from sandbox.paths import REPO_ROOT, UPSTREAM_CRDS
+from sandbox.paths import REPO_ROOT
 from sandbox.pki import issue
 from sandbox.processes import Process
-from sandbox.registry import FUNCTION, PROVIDER, Registry
+from sandbox.provideraws import MEMBERS, dependency_name
+from sandbox.registry import CONFIGURATION_NAME, FUNCTION, PROVIDER, Package, Registry
 from sandbox.spacefront import CloudAuth, SpaceFront
 from sandbox.spaces import (
     SPACES_CRD,
@@ -80,6 +86,9 @@ from sandbox.spaces import (
 SPACE_GROUP = "default"
 SPACE_SECRET = "space-kubeconfig"
 BACKUP_CRDS = REPO_ROOT / "deploy" / "backup-controller" / "crds"
+# The identity deploy/backup-controller/serviceaccount.yaml gives the Backup
+# controller (the provider's is the one its runtime config names).
+BACKUP_ACCOUNT = ServiceAccount("controlplane-system", "controlplane-backup")
 INSTALL_DEADLINE = 180.0
 # How long the sandbox's Space takes to provision and to delete a control plane:
 # seconds, so every scenario meets a Space that is not instant (a real one takes minutes).
@@ -93,6 +102,14 @@ CLOUD_ADDRESS = "127.0.0.3"
 V2_COMPOSITION = REPO_ROOT / "compositions" / "controlplane.yaml"
 
 
+XRD_FOLDERS = (REPO_ROOT / "xrds", REPO_ROOT / "xrds" / "legacy")
+# A kind of each package's, which its ServiceAccount may watch once the RBAC
+# manager has bound the package's roles (by API group).
+WATCHED = {
+    "controlplane.spaces.upbound.io": "instances",
+    "s3.aws.m.upbound.io": "buckets",
+    "iam.aws.m.upbound.io": "roles",
+}
 COMPOSITIONS = (
     *sorted((REPO_ROOT / "compositions").glob("*.yaml")),
     *sorted((REPO_ROOT / "compositions" / "legacy").glob("*.yaml")),
@@ -178,11 +195,12 @@ class Platform:
         self._stack.close()
 
     def _started(self, part: Any) -> Any:
-        """Remember a started part so it is stopped on exit, and its process for logs."""
+        """Remember a started part so it is stopped on exit, and its processes for logs."""
         self._stack.callback(part.stop)
-        process = getattr(part, "process", None)
-        if isinstance(process, Process):
-            self.processes.append(process)
+        processes = getattr(part, "processes", None)
+        if processes is None:
+            processes = [getattr(part, "process", None)]
+        self.processes.extend(p for p in processes if isinstance(p, Process))
         return part
 
     def start(self) -> None:
@@ -199,7 +217,22 @@ class Platform:
         manager = ControllerManager(self.management, self.workdir)
         manager.start()
         self._started(manager)
+        self._start_space()
+        # Flux and the AWS side need nothing of core: they start while core does.
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            beside = pool.submit(self._start_flux_and_aws)
+            self._start_crossplane()
+            beside.result()
+        # Before the Configuration: its compositions' Input allows this git server's host.
+        self.git = self._stack.enter_context(GitServer(self.workdir / "git"))
+        self._install_deploy()
+        self._install_packages()
+        self._start_controllers()
+        # Last: core establishes the Configuration's XRDs while the controllers start.
+        self._wait_offered()
 
+    def _start_space(self) -> None:
+        """The Space: its API server and CRDs, its front, and the simulator playing it."""
         self.space = Kube(self.factory(name="space"))
         self.space.apply_crds(SPACES_CRD)
         self.space.namespace(SPACE_GROUP)
@@ -216,8 +249,13 @@ class Platform:
             )
         )
 
+    def _start_crossplane(self) -> None:
+        """Core as its chart installs it (the install's first step), our function, the registry."""
+        # The install's steps (sandbox.install), as this platform applied them.
+        self.installed: list[str] = []
         self.core = CrossplaneCore(self.management, self.workdir / "crossplane")
         self.core.init()
+        self.installed.append("crossplane")
         self.core.start()
         self._started(self.core)
         ca = self.core.root_ca
@@ -234,16 +272,31 @@ class Platform:
         self.registry = Registry(self.workdir / "registry")
         self.registry.start()
         self._started(self.registry)
-        self._install_packages()
 
+    def _start_flux_and_aws(self) -> None:
+        """Flux (a prerequisite of the install) and SeaweedFS, moto and the writer's identity."""
         self.flux = Flux(self.management, self.workdir / "flux")
         self.flux.install()
         self.flux.start()
         self._stack.callback(self.flux.stop)
         self.processes.extend(self.flux.processes)
+        self.aws = self._stack.enter_context(Aws(self.workdir / "aws"))
 
-        self._install_aws_crds()
-        self.aws = self._stack.enter_context(Aws(self.workdir / "aws", self.kubeconfig))
+    def _start_controllers(self) -> None:
+        """provider-aws's stand-in, our provider and the Backup controller, each as itself.
+
+        Each runs as the ServiceAccount its install ships, once the RBAC
+        manager has bound its package's ClusterRole to it (the Backup
+        controller's account and rules come from deploy/, already applied).
+        """
+        self.aws.run_standin(
+            {
+                service: self._kubeconfig_of(self._bound(dependency_name(package), group))
+                for package in self.aws_packages
+                if (service := MEMBERS.get(package.name)) is not None
+                for group in [f"{service}.aws.m.upbound.io"]
+            }
+        )
         writer = self.aws.writer_environment()
         self._connect_provider()
         # The provider restores from S3 as the backup writer does.
@@ -251,26 +304,21 @@ class Platform:
             self.launcher,
             self.workdir,
             "controlplane-provider",
-            self.kubeconfig,
+            self._kubeconfig_of(self._bound(PROVIDER.name, "controlplane.spaces.upbound.io")),
             list(self.provider_args),
             env=writer,
         )
         self.provider.start()
         self._started(self.provider)
-        kubectl.apply(self.kubeconfig, BACKUP_CRDS)
         self.backup_controller = Controller(
             self.launcher,
             self.workdir,
             "controlplane-backup-controller",
-            self.kubeconfig,
+            self._kubeconfig_of(BACKUP_ACCOUNT),
             env=writer,
         )
         self.backup_controller.start()
         self._started(self.backup_controller)
-
-        # Before the compositions: their Input allows this server's host.
-        self.git = self._stack.enter_context(GitServer(self.workdir / "git"))
-        self._install_api()
 
     def composition_for(self, provider_config: str) -> str:
         """Apply the v2 composition with Instances on ``provider_config``; its name."""
@@ -392,58 +440,129 @@ class Platform:
         path.write_text(yaml.safe_dump_all(documents, sort_keys=False))
         return path
 
+    def _kubeconfig_of(self, account: ServiceAccount) -> Path:
+        """A kubeconfig of the management cluster as `account`, for the process running as it."""
+        path = self.workdir / "identities" / f"{account.namespace}.{account.name}.kubeconfig"
+        return identity.kubeconfig(self.management, account, path)
+
+    def _apply(self, name: str) -> None:
+        """Apply the install step `name` as docs/install.md does (`sandbox.install`)."""
+        step = install.BY_NAME[name]
+        path = REPO_ROOT / step.path
+        if step.how is install.How.KUSTOMIZE:
+            kubectl.apply_kustomization(self.kubeconfig, path)
+        elif step.how is install.How.FILE:
+            kubectl.apply(self.kubeconfig, path)
+        else:
+            raise ValueError(f"the sandbox applies step {name} ({step.how.value}) otherwise")
+        self.installed.append(name)
+
+    def _install_deploy(self) -> None:
+        """What deploy/ ships for the controllers; wait for the Backup CRDs.
+
+        Core's extra rules, the Backup controller (its namespace first: the
+        provider's Role lives there), the provider's runtime config and rules.
+        """
+        for name in ("crossplane-rules", "backup-controller", "provider-runtime"):
+            self._apply(name)
+        for path in sorted(BACKUP_CRDS.glob("*.yaml")):
+            name = yaml.safe_load(path.read_text())["metadata"]["name"]
+            wait_for(f"CRD {name} Established", partial(self.kube.established, name))
+
     def _install_packages(self) -> None:
-        """Push our packages and install them as a platform team does, under production names."""
-        for package in (FUNCTION, PROVIDER):
+        """Push the packages and install them as docs/install.md does, under production names.
+
+        The Function (by the name the compositions call) and the Provider
+        (with its runtime config) first, then the Configuration, whose
+        dependencies Crossplane's package manager resolves: ours are there
+        already, provider-aws-s3 and -iam (and through them the family) it
+        installs from the registry.
+        """
+        self.aws_packages = provideraws.packages(self.workdir / "packages")
+        configuration = Package(self._configuration_root(), CONFIGURATION_NAME)
+        for package in (FUNCTION, PROVIDER, *self.aws_packages, configuration):
             self.registry.push(package)
-        packages = [
-            {
-                "apiVersion": "pkg.crossplane.io/v1",
-                "kind": kind,
-                "metadata": {"name": package.name},
-                "spec": {"package": package.reference},
-            }
-            for kind, package in (("Function", FUNCTION), ("Provider", PROVIDER))
-        ]
-        kubectl.apply(
-            self.kubeconfig,
-            self._manifest("packages", self.registry.image_config(), *packages),
-        )
-        for plural, package in (("functions", FUNCTION), ("providers", PROVIDER)):
-            wait_for(
-                f"{plural} {package.name} Installed and Healthy",
-                partial(package_healthy, self.kube, plural, package.name),
-                timeout=INSTALL_DEADLINE,
-            )
-
-    def _install_aws_crds(self) -> None:
-        """The provider-aws CRDs of the kinds the composition composes."""
-        self.kube.apply_crds(UPSTREAM_CRDS / "provider-aws")
-
-    def _connect_provider(self) -> None:
-        """The Space's kubeconfig secret and the install guide's ClusterProviderConfig."""
-        self._write_space_kubeconfig()
-        kubectl.apply(
-            self.kubeconfig, REPO_ROOT / "examples" / "provider" / "clusterproviderconfig.yaml"
+        # The sandbox's own: production package names sent to the loopback registry.
+        registries = [self.registry.image_config(), self.registry.image_config(provideraws.PREFIX)]
+        kubectl.apply(self.kubeconfig, self._manifest("registries", *registries))
+        self._apply("packages")
+        self._wait_healthy(("functions", FUNCTION.name), ("providers", PROVIDER.name))
+        self._apply("configuration")
+        self._wait_healthy(
+            ("configurations", CONFIGURATION_NAME),
+            *(("providers", dependency_name(package)) for package in self.aws_packages),
         )
 
-    def _write_space_kubeconfig(self) -> None:
-        """The operator's Space kubeconfig: the front's root with the Space's token."""
-        self.kube.put_secret(
-            NAMESPACE, SPACE_SECRET, {"kubeconfig": self.front.space_kubeconfig().encode()}
-        )
-
-    def _install_api(self) -> None:
-        """The XRDs and compositions; wait until the XRDs are Established and Offered."""
-        xrds = (REPO_ROOT / "xrds", REPO_ROOT / "xrds" / "legacy")
-        kubectl.apply(self.kubeconfig, *xrds, *self._compositions())
-        for path in sorted(p for folder in xrds for p in folder.glob("*.yaml")):
+    def _wait_offered(self) -> None:
+        """Wait until the Configuration's XRDs are Established (and Offered, with a claim)."""
+        for path in sorted(p for folder in XRD_FOLDERS for p in folder.glob("*.yaml")):
             name = yaml.safe_load(path.read_text())["metadata"]["name"]
             wait_for(
                 f"XRD {name} Established and Offered",
                 partial(self._offered, name),
                 timeout=INSTALL_DEADLINE,
             )
+
+    def _configuration_root(self) -> Path:
+        """The Configuration's package root as `make release` assembles it, with our Input."""
+        root = self.workdir / "packages" / "configuration"
+        subprocess.run(
+            [sys.executable, "-m", "tools.packages", "configuration", str(root)],
+            cwd=REPO_ROOT,
+            check=True,
+            capture_output=True,
+            timeout=60,
+        )
+        for relative, text in self._compositions().items():
+            (root / relative).write_text(text)
+        return root
+
+    def _wait_healthy(self, *packages: tuple[str, str]) -> None:
+        for plural, name in packages:
+            wait_for(
+                f"{plural} {name} Installed and Healthy",
+                partial(package_healthy, self.kube, plural, name),
+                timeout=INSTALL_DEADLINE,
+            )
+
+    def _bound(self, package: str, group: str) -> ServiceAccount:
+        """The ServiceAccount provider `package` runs as, once RBAC lets it watch its kinds.
+
+        It is the account of the Deployment the package runtime made for the
+        package's revision; the RBAC manager binds the revision's system
+        ClusterRole to it, which this waits for (a watch of `group`'s kinds).
+        """
+        apps: Any = client.AppsV1Api(self.kube.api)
+
+        def account() -> ServiceAccount | None:
+            # Its pods' labels name the package (core's Deployment runtime's selectors).
+            for deployment in apps.list_namespaced_deployment(NAMESPACE).items:
+                labels = deployment.spec.template.metadata.labels or {}
+                if labels.get("pkg.crossplane.io/provider") == package:
+                    return ServiceAccount(
+                        NAMESPACE, deployment.spec.template.spec.service_account_name
+                    )
+            return None
+
+        found = wait_for(f"the ServiceAccount of {package}", account, timeout=INSTALL_DEADLINE)
+        wait_for(
+            f"the RBAC manager binding {found.username}",
+            partial(identity.allowed, self.management, found, "watch", group, WATCHED[group]),
+            timeout=INSTALL_DEADLINE,
+        )
+        return found
+
+    def _connect_provider(self) -> None:
+        """The Space's kubeconfig secret and the guide's ClusterProviderConfig."""
+        self._write_space_kubeconfig()
+        self.installed.append("space-kubeconfig")
+        self._apply("provider-config")
+
+    def _write_space_kubeconfig(self) -> None:
+        """The operator's Space kubeconfig: the front's root with the Space's token."""
+        self.kube.put_secret(
+            NAMESPACE, SPACE_SECRET, {"kubeconfig": self.front.space_kubeconfig().encode()}
+        )
 
     def _offered(self, name: str) -> bool:
         """Established (and Offered, with a claim), and its CRDs serve lists."""
@@ -460,21 +579,20 @@ class Platform:
             crds.append(f"{spec['claimNames']['plural']}.{spec['group']}")
         return all(self.kube.established(crd) for crd in crds)
 
-    def _compositions(self) -> list[Path]:
+    def _compositions(self) -> dict[Path, str]:
         """The compositions with their Input set to this AWS account and git server."""
-        return [
-            self._manifest(
-                f"composition-{path.stem}",
-                sandbox_composition(path, self.aws.writer.arn, self.git.host),
+        return {
+            path.relative_to(REPO_ROOT): yaml.safe_dump(
+                sandbox_composition(path, self.aws.writer.arn, self.git.host), sort_keys=False
             )
             for path in COMPOSITIONS
-        ]
+        }
 
     def logs(self, lines: int = 40) -> str:
         """The tail of every process's log (and the in-process stand-in's), for a failure."""
         with self._hosted_lock:
             cores = [plane.core for plane in self.hosted_control_planes.values()]
-        hosted = [core.process for core in cores if core is not None and core.process is not None]
+        hosted = [process for core in cores if core is not None for process in core.processes]
         tails = [
             f"--- {process.name} ({process.log_path})\n{process.log_tail(lines)}"
             for process in (*self.processes, *hosted)
