@@ -20,14 +20,25 @@ from sandbox.kubectl import KUBECTL_BIN
 from tests.schemas import ROOT
 
 GUIDE = ROOT / "docs" / "install.md"
-_BLOCK = re.compile(r"^```(?:shell|sh|bash)\n(.*?)^```", re.MULTILINE | re.DOTALL)
+# A shell block, with the docs marker on the line before it (tests/docs/test_docs.py).
+_BLOCK = re.compile(
+    r"^(<!--[^\n]*-->)?\n?```(?:shell|sh|bash)\n(.*?)^```", re.MULTILINE | re.DOTALL
+)
+# A block whose marker calls it an alternative (Upbound Cloud instead of a Space
+# kubeconfig) is not a step of the one install path the sandbox follows.
+_ALTERNATIVE = "an alternative to step"
 _INSTALLS = ("helm install ", "kubectl apply ", "kubectl -n crossplane-system create secret ")
 
 
 def guide_commands() -> list[str]:
-    """The installing commands of the guide's shell blocks, continuations joined, comments cut."""
+    """The installing commands of the guide's shell blocks, continuations joined, comments cut.
+
+    Blocks marked as an alternative to a step are left out.
+    """
     found = []
-    for block in _BLOCK.findall(GUIDE.read_text()):
+    for marker, block in _BLOCK.findall(GUIDE.read_text()):
+        if _ALTERNATIVE in marker:
+            continue
         for line in block.replace("\\\n", " ").splitlines():
             command = " ".join(line.split("#", 1)[0].split())
             if command.startswith(_INSTALLS):
