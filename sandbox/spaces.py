@@ -828,6 +828,7 @@ class SpacesSimulator:
                 self._synced(fault),
             ],
             "message": message,
+            "observedGeneration": cp["metadata"].get("generation"),
         }
 
     def _status(self, cp: dict[str, Any]) -> dict[str, Any]:
@@ -870,6 +871,8 @@ class SpacesSimulator:
             "firstAvailableAt": first,
             "conditions": conditions,
             "message": message,
+            # The spec it answers: a version written since is not yet answered.
+            "observedGeneration": metadata.get("generation"),
         }
 
     def _fault(self, cp: dict[str, Any]) -> Fault | None:
