@@ -73,6 +73,7 @@ from sandbox.pki import issue
 from sandbox.processes import Process
 from sandbox.provideraws import MEMBERS, dependency_name
 from sandbox.registry import CONFIGURATION_NAME, FUNCTION, PROVIDER, Package, Registry
+from sandbox.space_releases import DEFAULT_RELEASES
 from sandbox.spacefront import CloudAuth, SpaceFront
 from sandbox.spaces import (
     SPACES_CRD,
@@ -171,7 +172,12 @@ class Platform:
 
     workdir: Path
     launcher: Launcher = field(default_factory=VirtualenvLauncher)
-    provider_args: tuple[str, ...] = ("--poll", "5s")
+    # The Space's releases, as an operator copies them from its chart: upgrade steps.
+    provider_args: tuple[str, ...] = (
+        "--poll",
+        "5s",
+        *(f"--crossplane-release={release}" for release in DEFAULT_RELEASES),
+    )
     crossplane_in_hosted: bool = False
     provisioning_delay: float = PROVISIONING_DELAY
     deletion_delay: float = DELETION_DELAY
