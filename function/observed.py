@@ -6,6 +6,25 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+# The conditions by which a composed object says that it failed, read in this
+# order; each counts when its status is the one given:
+# - Synced False: crossplane-runtime's managed reconciler could not reconcile it,
+#   in the provider's words (upjet's "connect failed: ... ProviderConfig ... not
+#   found", "create failed: async create failed: ... AccessDenied ...", our
+#   provider's "the Space refused the ControlPlane: ...");
+# - LastAsyncOperation False: upjet's asynchronous create, update or delete failed;
+# - LastBackup False: a BackupSchedule's newest Backup failed.
+# (Flux's Stalled=True comes with a Ready=False of the same reason and message.)
+FAILURE_CONDITIONS = (
+    ("Synced", "False"),
+    ("LastAsyncOperation", "False"),
+    ("LastBackup", "False"),
+)
+# Ready=False with one of these reasons is on its way, not failed: crossplane-runtime's
+# Creating and Deleting, Flux's Progressing and DependencyNotReady. Any other
+# Ready=False (Flux's GitOperationFailed, BuildFailed, HealthCheckFailed, ...) failed.
+WAITING_REASONS = frozenset({"Creating", "Deleting", "Progressing", "DependencyNotReady"})
+
 
 @dataclass(frozen=True)
 class Condition:
@@ -76,13 +95,17 @@ def item_where(
     return None
 
 
+# A Resource's failure before it is read (None means "read: no failure").
+_UNREAD = Condition("")
+
+
 class Resource:
     """One observed composed resource and its connection details."""
 
     # A plain class with slots, not a frozen dataclass: one is made for every
     # observed resource of every request, and a frozen dataclass's __init__
     # costs three times as much.
-    __slots__ = ("body", "connection_details", "ready")
+    __slots__ = ("_failure", "body", "connection_details", "ready")
 
     def __init__(
         self, body: Mapping[str, Any], connection_details: Mapping[str, bytes] | None = None
@@ -97,6 +120,27 @@ class Resource:
             {} if connection_details is None else connection_details
         )
         self.ready = condition(body, "Ready")
+        self._failure: Condition | None = _UNREAD
+
+    def failure(self) -> Condition | None:
+        """The first condition by which the object says it failed; None when none does.
+
+        ``FAILURE_CONDITIONS`` in their order, then a Ready=False whose reason is
+        not one of ``WAITING_REASONS``. Read when first asked, then kept.
+        """
+        if self._failure is _UNREAD:
+            self._failure = self._read_failure()
+        return self._failure
+
+    def _read_failure(self) -> Condition | None:
+        for type_, failed in FAILURE_CONDITIONS:
+            found = condition(self.body, type_)
+            if found.status == failed:
+                return found
+        ready = self.ready
+        if ready.status == "False" and ready.reason not in WAITING_REASONS:
+            return ready
+        return None
 
     def get(self, *path: str) -> Any:
         """The value at ``path`` in its body, or None."""
