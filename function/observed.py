@@ -20,10 +20,14 @@ FAILURE_CONDITIONS = (
     ("LastAsyncOperation", "False"),
     ("LastBackup", "False"),
 )
-# Ready=False with one of these reasons is on its way, not failed: crossplane-runtime's
-# Creating and Deleting, Flux's Progressing and DependencyNotReady. Any other
+# A condition with one of these reasons is on its way, or held on purpose, not
+# failed: crossplane-runtime's Creating and Deleting, and its Synced=False
+# ReconcilePaused (someone paused it: the crossplane.io/paused annotation or its
+# management policies); Flux's Progressing and DependencyNotReady. Any other
 # Ready=False (Flux's GitOperationFailed, BuildFailed, HealthCheckFailed, ...) failed.
-WAITING_REASONS = frozenset({"Creating", "Deleting", "Progressing", "DependencyNotReady"})
+WAITING_REASONS = frozenset(
+    {"Creating", "Deleting", "ReconcilePaused", "Progressing", "DependencyNotReady"}
+)
 
 
 @dataclass(frozen=True)
@@ -125,8 +129,8 @@ class Resource:
     def failure(self) -> Condition | None:
         """The first condition by which the object says it failed; None when none does.
 
-        ``FAILURE_CONDITIONS`` in their order, then a Ready=False whose reason is
-        not one of ``WAITING_REASONS``. Read when first asked, then kept.
+        ``FAILURE_CONDITIONS`` in their order, then Ready=False, each unless its
+        reason is one of ``WAITING_REASONS``. Read when first asked, then kept.
         """
         if self._failure is _UNREAD:
             self._failure = self._read_failure()
@@ -135,7 +139,7 @@ class Resource:
     def _read_failure(self) -> Condition | None:
         for type_, failed in FAILURE_CONDITIONS:
             found = condition(self.body, type_)
-            if found.status == failed:
+            if found.status == failed and found.reason not in WAITING_REASONS:
                 return found
         ready = self.ready
         if ready.status == "False" and ready.reason not in WAITING_REASONS:

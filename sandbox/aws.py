@@ -2,9 +2,10 @@
 
 The stand-in (`sandbox.awsstandin`) reconciles the composed S3 and IAM
 managed resources into SeaweedFS and moto and serves an STS endpoint whose
-sessions SeaweedFS accepts. The backup writer's pod identity is a moto IAM
-user; the compositions trust it (`trust.roleArn`), so the writer assumes the
-role the function rendered, as in production with a controller role.
+sessions SeaweedFS accepts. The compositions' trust is the shipped `irsa`: the
+backup controller passes the web identity token EKS would project for it
+(`sandbox.eks`) straight into the role the function rendered, and the provider
+one it mints for that ServiceAccount; neither has an AWS key of its own.
 """
 
 from __future__ import annotations
@@ -18,10 +19,9 @@ from pathlib import Path
 from sandbox.awsstandin.cloud import Endpoints
 from sandbox.awsstandin.identities import SeaweedAdmin
 from sandbox.awsstandin.standin import AwsStandin, Settings, running_in_thread
-from sandbox.s3 import Identity, Moto, SeaweedFS, credentials_environment, run_moto, run_seaweedfs
+from sandbox.s3 import Moto, SeaweedFS, credentials_environment, run_moto, run_seaweedfs
 
 REGION = "us-east-1"
-WRITER_USER = "controlplane-backup"
 # The stand-in runs in this process with the provider's managed reconciler: their
 # logs go to a file of the sandbox, as a process's output would.
 _STANDIN_LOGGERS = ("provider", "sandbox.awsstandin")
@@ -70,7 +70,6 @@ class Aws:
         self._stack = contextlib.ExitStack()
         self.seaweed: SeaweedFS
         self.moto: Moto
-        self.writer: Identity
         self.standin: AwsStandin
 
     def __enter__(self) -> Aws:
@@ -81,7 +80,6 @@ class Aws:
             self._stack.enter_context(_logs_to(self.workdir / "aws-standin.log"))
             self.seaweed = self._stack.enter_context(run_seaweedfs(parent_dir=self.workdir))
             self.moto = self._stack.enter_context(run_moto())
-            self.writer = self.moto.create_identity(WRITER_USER)
             settings = Settings(
                 Endpoints(s3=self.seaweed.endpoint, iam=self.moto.endpoint, region=REGION),
                 poll_interval=10.0,
@@ -101,12 +99,17 @@ class Aws:
     def __exit__(self, *_: object) -> None:
         self._stack.close()
 
-    def writer_environment(self) -> dict[str, str]:
-        """The backup writer's identity and endpoints, for the backup controller and provider."""
-        return credentials_environment(
-            self.writer.access_key,
-            self.writer.secret_key,
-            AWS_REGION=REGION,
-            AWS_ENDPOINT_URL_S3=self.seaweed.endpoint,
-            AWS_ENDPOINT_URL_STS=self.standin.sts_endpoint,
-        )
+    def endpoints_environment(self) -> dict[str, str]:
+        """The region and the S3 and STS endpoints, for the backup controller and provider.
+
+        On EKS the SDK finds AWS's own endpoints; here they are the sandbox's. No
+        key, and no other source of one (a process from the venv inherits this
+        one's environment): a pod's only way in is its IRSA token.
+        """
+        return {
+            **credentials_environment("", ""),
+            "AWS_SESSION_TOKEN": "",
+            "AWS_REGION": REGION,
+            "AWS_ENDPOINT_URL_S3": self.seaweed.endpoint,
+            "AWS_ENDPOINT_URL_STS": self.standin.sts_endpoint,
+        }

@@ -22,8 +22,12 @@ One etcd holds every cluster, each a kube-apiserver under its own prefix:
   was started with `crossplane_in_hosted` or a scenario asks for it
   (`crossplane_in`);
 - SeaweedFS (S3), moto (IAM, STS) and the provider-aws stand-in
-  (`sandbox.aws`); the backup controller and the provider write and read
-  backups as the writer identity the compositions trust.
+  (`sandbox.aws`); the management cluster's API server issues ServiceAccount
+  tokens as the EKS OIDC provider the shipped compositions' `irsa` trust
+  names, and the backup controller gets the IRSA token EKS would project for
+  it (`sandbox.eks`): both controllers run with the flags and environment
+  deploy/ ships (`sandbox.shipped`), and write and read backups through the
+  team roles' web identity trust, as on EKS.
 
 Git repositories are served over smart HTTP on loopback. `Platform` is a
 context manager: leaving it stops everything, newest first.
@@ -42,7 +46,7 @@ from typing import Any
 
 import yaml
 
-from sandbox import kubectl
+from sandbox import eks, kubectl, shipped
 from sandbox.apiserver import APIServer, APIServerFactory, run_etcd
 from sandbox.aws import Aws
 from sandbox.controller_manager import ControllerManager
@@ -79,23 +83,20 @@ COMPOSITIONS = (
     *sorted((REPO_ROOT / "compositions").glob("*.yaml")),
     *sorted((REPO_ROOT / "compositions" / "legacy").glob("*.yaml")),
 )
+SHIPPED_COMPOSITION = REPO_ROOT / "compositions" / "controlplane.yaml"
 
 
-def sandbox_composition(path: Path, writer_arn: str, git_host: str) -> dict[str, Any]:
-    """A repository composition with its Input set as the README asks, for the sandbox.
+def sandbox_composition(path: Path, git_host: str) -> dict[str, Any]:
+    """A repository composition with its Input as shipped but for the git hosts it allows.
 
-    The backup writer's role trusts the writer's own identity (`roleArn`):
-    here it is a moto IAM user, not IRSA's web identity, which needs an EKS
-    OIDC provider. Git repositories are served on loopback over plain http,
-    which the Input refuses unless it lists the host and allows http: it lists
-    exactly the sandbox's git server (`host:port`), and nothing else private.
+    Git repositories are served on loopback over plain http, which the Input
+    refuses unless it lists the host and allows http: it lists exactly the
+    sandbox's git server (`host:port`), and nothing else private. Everything
+    else, the backups' `irsa` trust included, is as shipped.
     """
     composition: dict[str, Any] = yaml.safe_load(path.read_text())
     for step in composition["spec"]["pipeline"]:
         function_input = step.get("input") or {}
-        backup = function_input.get("backup")
-        if backup is not None:
-            backup["trust"] = {"roleArn": writer_arn}
         if function_input:
             function_input["source"] = {"allowedHosts": [git_host], "allowHTTP": True}
     return composition
@@ -114,6 +115,7 @@ class Platform:
 
     workdir: Path
     launcher: Launcher = field(default_factory=VirtualenvLauncher)
+    # Flags of the provider's in place of the shipped ones (`sandbox.shipped`).
     provider_args: tuple[str, ...] = ("--poll", "5s")
     crossplane_in_hosted: bool = False
     provisioning_delay: float = PROVISIONING_DELAY
@@ -150,7 +152,10 @@ class Platform:
         self.workdir.mkdir(parents=True, exist_ok=True)
         etcd = self._stack.enter_context(run_etcd(parent_dir=self.workdir))
         self.factory = self._stack.enter_context(APIServerFactory(etcd, parent_dir=self.workdir))
-        self.management = self.factory(name="management")
+        # An EKS cluster's: the OIDC provider the shipped compositions' irsa trust names.
+        self.management = self.factory(
+            name="management", service_account_issuer=eks.issuer(SHIPPED_COMPOSITION)
+        )
         self.kube = Kube(self.management)
         # A stable path to give a person (the server's own lives in a temporary folder).
         self.kubeconfig = self.workdir / "management.kubeconfig"
@@ -204,33 +209,45 @@ class Platform:
 
         self._install_aws_crds()
         self.aws = self._stack.enter_context(Aws(self.workdir / "aws", self.kubeconfig))
-        writer = self.aws.writer_environment()
         self._connect_provider()
-        # The provider restores from S3 as the backup writer does.
+        self._start_controllers()
+
+        # Before the compositions: their Input allows this server's host.
+        self.git = self._stack.enter_context(GitServer(self.workdir / "git"))
+        self._install_api()
+
+    def _start_controllers(self) -> None:
+        """Our provider and backup controller, with the flags and environment deploy/ ships."""
+        endpoints = self.aws.endpoints_environment()
+        # The backup controller's ServiceAccount and the token EKS projects for it;
+        # the provider restores irsa Backups with tokens of that account it mints.
+        self.irsa = eks.ProjectedToken(self.kube, self.workdir / "irsa")
+        self.irsa.start()
+        self._stack.callback(self.irsa.stop)
+        provider = shipped.provider()
         self.provider = Controller(
             self.launcher,
             self.workdir,
             "controlplane-provider",
             self.kubeconfig,
-            list(self.provider_args),
-            env=writer,
+            list(provider.with_flags(self.provider_args)),
+            env={**provider.env, **endpoints},
         )
         self.provider.start()
         self._started(self.provider)
         kubectl.apply(self.kubeconfig, BACKUP_CRDS)
+        backup_controller = shipped.backup_controller()
         self.backup_controller = Controller(
             self.launcher,
             self.workdir,
             "controlplane-backup-controller",
             self.kubeconfig,
-            env=writer,
+            list(backup_controller.args),
+            env={**backup_controller.env, **endpoints, **self.irsa.environment()},
+            files={eks.TOKEN_FILE_VARIABLE: self.irsa.path},
         )
         self.backup_controller.start()
         self._started(self.backup_controller)
-
-        # Before the compositions: their Input allows this server's host.
-        self.git = self._stack.enter_context(GitServer(self.workdir / "git"))
-        self._install_api()
 
     @property
     def hosted(self) -> dict[str, APIServer]:
@@ -342,12 +359,9 @@ class Platform:
         return all(self.kube.established(crd) for crd in crds)
 
     def _compositions(self) -> list[Path]:
-        """The compositions with their Input set to this AWS account and git server."""
+        """The compositions with their Input allowing this git server."""
         return [
-            self._manifest(
-                f"composition-{path.stem}",
-                sandbox_composition(path, self.aws.writer.arn, self.git.host),
-            )
+            self._manifest(f"composition-{path.stem}", sandbox_composition(path, self.git.host))
             for path in COMPOSITIONS
         ]
 

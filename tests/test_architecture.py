@@ -180,6 +180,7 @@ BOUNDARIES = [
             "provider/backup/cron.py",
             "provider/backup/plan.py",
             "provider/backup/final.py",
+            "provider/backup/last_backup.py",
             "provider/backup/restore_steps.py",
         ),
         forbidden=("provider", "kubernetes", "aiohttp", "boto3", "botocore", "socket", "ssl"),

@@ -98,6 +98,7 @@ PLAN_CASES = [
             next_run=at(11),
             last_backup="myctp-20260105100000",
             last_successful_backup="myctp-20260105100000",
+            last_finished_backup="myctp-20260105100000",
         ),
     ),
     PlanCase(
@@ -112,6 +113,7 @@ PLAN_CASES = [
             next_run=at(12),
             last_backup="myctp-20260105110000",
             last_successful_backup="myctp-20260105100000",
+            last_finished_backup="myctp-20260105100000",
         ),
     ),
     PlanCase(
@@ -126,6 +128,7 @@ PLAN_CASES = [
             next_run=at(12),
             last_backup="myctp-20260105110000",
             last_successful_backup="myctp-20260105100000",
+            last_finished_backup="myctp-20260105100000",
         ),
     ),
     PlanCase(
@@ -154,6 +157,7 @@ PLAN_CASES = [
             next_run=at(11),
             last_backup="myctp-20260105100000",
             last_successful_backup="myctp-20260105090000",
+            last_finished_backup="myctp-20260105090000",
         ),
     ),
     PlanCase(
@@ -169,6 +173,7 @@ PLAN_CASES = [
             next_run=None,
             last_backup="myctp-20260105090000",
             last_successful_backup="myctp-20260105090000",
+            last_finished_backup="myctp-20260105090000",
         ),
     ),
     PlanCase(
@@ -184,6 +189,7 @@ PLAN_CASES = [
             next_run=None,
             last_backup="myctp-20260105080000",
             last_successful_backup="myctp-20260105080000",
+            last_finished_backup="myctp-20260105080000",
         ),
     ),
     PlanCase(
@@ -198,6 +204,7 @@ PLAN_CASES = [
             next_run=at(11),
             last_backup="myctp-20260105100000",
             last_successful_backup="myctp-20260105100000",
+            last_finished_backup="myctp-20260105100000",
         ),
     ),
     PlanCase(
@@ -212,6 +219,7 @@ PLAN_CASES = [
             next_run=at(11),
             last_backup="myctp-20260105080000",
             last_successful_backup="myctp-20260105080000",
+            last_finished_backup="myctp-20260105080000",
         ),
     ),
     PlanCase(
@@ -244,6 +252,7 @@ PLAN_CASES = [
             next_run=at(11),
             last_backup="myctp-20260105010000",
             last_successful_backup=None,
+            last_finished_backup="myctp-20260105010000",
         ),
     ),
     PlanCase(
@@ -261,6 +270,7 @@ PLAN_CASES = [
             next_run=at(11),
             last_backup="long",
             last_successful_backup="long",
+            last_finished_backup="long",
         ),
     ),
     PlanCase(
@@ -278,6 +288,7 @@ PLAN_CASES = [
             next_run=at(11),
             last_backup="made-by-hand-later",
             last_successful_backup="made-by-hand-later",
+            last_finished_backup="made-by-hand-later",
         ),
     ),
     PlanCase(
@@ -295,6 +306,7 @@ PLAN_CASES = [
             next_run=at(11),
             last_backup="a-newer",
             last_successful_backup="a-newer",
+            last_finished_backup="a-newer",
         ),
     ),
     PlanCase(
@@ -309,6 +321,23 @@ PLAN_CASES = [
             next_run=at(11),
             last_backup="myctp-20260105100000",
             last_successful_backup="myctp-20260105090000",
+            last_finished_backup="myctp-20260105100000",
+        ),
+    ),
+    PlanCase(
+        reason="the newest finished Backup stays the failed one while a newer one runs: "
+        "the next attempt does not hide a failure",
+        last_schedule_time=at(11),
+        now=at(11, 2),
+        backups=[scheduled(9), scheduled(10, "Failed"), scheduled(11, "InProgress")],
+        expected=SchedulePlan(
+            create=None,
+            scheduled_for=None,
+            delete=(),
+            next_run=at(12),
+            last_backup="myctp-20260105110000",
+            last_successful_backup="myctp-20260105090000",
+            last_finished_backup="myctp-20260105100000",
         ),
     ),
     PlanCase(
@@ -327,6 +356,7 @@ PLAN_CASES = [
             next_run=at(11),
             last_backup="myctp-20260105090000",
             last_successful_backup="myctp-20260105090000",
+            last_finished_backup="myctp-20260105090000",
         ),
     ),
     PlanCase(
@@ -344,6 +374,7 @@ PLAN_CASES = [
             next_run=at(11),
             last_backup="zz-by-hand",
             last_successful_backup="zz-by-hand",
+            last_finished_backup="zz-by-hand",
         ),
     ),
     PlanCase(

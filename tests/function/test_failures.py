@@ -320,7 +320,35 @@ FAILURE_CASES = [
         ),
     ),
     FailureCase(
-        "A paused object says it is paused, by its reason, though it has no message.",
+        "A paused object (Synced=False, ReconcilePaused) is held on purpose, not failed: the "
+        "failure after it is the one told.",
+        {"backup": b.BACKUP},
+        backups_ready(
+            backup_role_policy_attachment=composed(
+                "RolePolicyAttachment",
+                "myctp-backup",
+                READY,
+                condition("Synced", "False", "ReconcilePaused"),
+            ),
+            backup_schedule=schedule(
+                condition("Ready", "False", "LastBackupFailed", f"Backup {BACKUP} failed"),
+                condition(
+                    "LastBackup",
+                    "False",
+                    "BackupFailed",
+                    f"Backup {BACKUP} failed: {WRITER_ACCESS_DENIED}",
+                ),
+            ),
+        ),
+        c.BACKUPS_READY,
+        (
+            "False",
+            "BackupFailed",
+            f"BackupSchedule myctp: Backup {BACKUP} failed: {WRITER_ACCESS_DENIED}",
+        ),
+    ),
+    FailureCase(
+        "A paused object and nothing failed: the backups are ready.",
         {"backup": b.BACKUP},
         backups_ready(
             backup_policy=composed(
@@ -328,7 +356,7 @@ FAILURE_CASES = [
             )
         ),
         c.BACKUPS_READY,
-        ("False", "ReconcilePaused", "Policy myctp-backup: ReconcilePaused"),
+        ("True", "BackupCompleted", f"Backup {BACKUP} completed"),
     ),
     FailureCase(
         "A git source Flux cannot fetch says so, rather than waiting for the Instance.",
