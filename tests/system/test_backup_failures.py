@@ -117,13 +117,24 @@ def _finished_after(
 
 
 def _composite_condition(
-    platform: Platform, shipped: Shipped, type_: str, status: str, timeout: float
+    platform: Platform,
+    shipped: Shipped,
+    type_: str,
+    status: str,
+    timeout: float,
+    reason: str = "",
 ) -> dict[str, Any]:
+    """The composite's condition ``type_`` once it has ``status`` (and ``reason``, if given)."""
+
     def reached() -> dict[str, Any] | None:
         found = condition(get(platform.kube, XR, shipped.namespace, shipped.name), type_)
-        return found if found.get("status") == status else None
+        if found.get("status") != status or found.get("reason") != (reason or found.get("reason")):
+            return None
+        return found
 
-    found: dict[str, Any] = wait_for(f"the composite's {type_} {status}", reached, timeout=timeout)
+    found: dict[str, Any] = wait_for(
+        f"the composite's {type_} {status} {reason}", reached, timeout=timeout
+    )
     return found
 
 
@@ -153,9 +164,10 @@ def test_the_shipped_composition_and_controllers_complete_a_backup_on_eks_with_i
     assert storage["assumeRoleWith"] == "WebIdentity"
     assert storage["roleArn"].startswith("arn:aws:iam::123456789012:role/")
     assert "--web-identity-role-account" not in " ".join(platform.backup_controller.args)
-    ready = _composite_condition(platform, shipped, "BackupsReady", "True", NEXT_BACKUP_DEADLINE)
     # In the words of the schedule's newest Backup, which completed.
-    assert ready["reason"] == "BackupCompleted", ready
+    ready = _composite_condition(
+        platform, shipped, "BackupsReady", "True", NEXT_BACKUP_DEADLINE, "BackupCompleted"
+    )
     named = ready["message"].split()[1]
     assert named.startswith(f"{shipped.name}-"), ready
     assert get(platform.kube, BACKUPS, shipped.namespace, named)["status"]["phase"] == "Completed"
@@ -170,7 +182,9 @@ def test_a_backup_aws_refuses_reaches_the_composite_in_its_words_and_clears(
     platform: Platform, shipped: Shipped
 ) -> None:
     namespace = shipped.namespace
-    _composite_condition(platform, shipped, "BackupsReady", "True", NEXT_BACKUP_DEADLINE)
+    _composite_condition(
+        platform, shipped, "BackupsReady", "True", NEXT_BACKUP_DEADLINE, "BackupCompleted"
+    )
     group, version, plural = ATTACHMENTS
     (attachment,) = platform.kube.list_of(plural, namespace, group, version)
     name = attachment["metadata"]["name"]
