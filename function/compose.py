@@ -13,7 +13,7 @@ from typing import Any
 from function import model, restore
 from function.model import ControlPlaneSpec, Input, InvalidError
 from function.names import AwsNames, Names, ObservedAwsNames
-from function.observed import Condition, Observed, Resource, condition, dig
+from function.observed import LAST_BACKUP, Condition, Observed, Resource, condition, dig
 from function.resources import flux, iam, instance, schedule, storage, usage
 from function.resources.target import EXTERNAL_NAME, Target
 
@@ -48,8 +48,6 @@ DEPENDENCIES = (
 INSTANCE_READY = "InstanceReady"
 SOURCE_SYNCED = "SourceSynced"
 BACKUPS_READY = "BackupsReady"
-# The BackupSchedule's condition on its newest finished Backup.
-LAST_BACKUP = "LastBackup"
 NOT_CONFIGURED = "NotConfigured"
 PROGRESSING = "Progressing"
 WAITING_FOR_INSTANCE = "WaitingForInstance"

@@ -15,10 +15,11 @@ from typing import Any
 # - LastAsyncOperation False: upjet's asynchronous create, update or delete failed;
 # - LastBackup False: a BackupSchedule's newest Backup failed.
 # (Flux's Stalled=True comes with a Ready=False of the same reason and message.)
+LAST_BACKUP = "LastBackup"
 FAILURE_CONDITIONS = (
     ("Synced", "False"),
     ("LastAsyncOperation", "False"),
-    ("LastBackup", "False"),
+    (LAST_BACKUP, "False"),
 )
 # A condition with one of these reasons is on its way, or held on purpose, not
 # failed: crossplane-runtime's Creating and Deleting, and its Synced=False

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from function import observed
 from provider import kube
 from provider.backup import backups, export, last_backup, source
 from provider.backup.last_backup import LastBackup
@@ -117,3 +118,9 @@ def test_every_reason_a_backup_fails_with_is_a_metrics_reason() -> None:
         kube.RESPONSE_TOO_LARGE,
     }
     assert written == metrics.BACKUP_FAILURE_REASONS
+
+
+def test_the_function_reads_the_condition_the_schedule_writes() -> None:
+    # The function and the provider never import each other: this holds them together.
+    assert observed.LAST_BACKUP == last_backup.LAST_BACKUP
+    assert (last_backup.LAST_BACKUP, "False") in observed.FAILURE_CONDITIONS

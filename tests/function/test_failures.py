@@ -104,6 +104,24 @@ def schedule(*conditions: dict[str, Any]) -> dict[str, Any]:
     return body
 
 
+def failed_schedule() -> dict[str, Any]:
+    """The schedule as its controller writes it while its newest Backup failed."""
+    return schedule(
+        condition("Ready", "False", "LastBackupFailed", f"Backup {BACKUP} failed"),
+        condition(
+            "LastBackup", "False", "BackupFailed", f"Backup {BACKUP} failed: {WRITER_ACCESS_DENIED}"
+        ),
+    )
+
+
+# What the composite says of it: the schedule's LastBackup, in the Backup's words.
+FAILED_SCHEDULE_TOLD = (
+    "False",
+    "BackupFailed",
+    f"BackupSchedule myctp: Backup {BACKUP} failed: {WRITER_ACCESS_DENIED}",
+)
+
+
 def backups_ready(**replaced: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """Every backup part Ready and Synced (and the Instance), but those ``replaced``."""
     seen: dict[str, dict[str, Any]] = {
@@ -117,6 +135,32 @@ def backups_ready(**replaced: dict[str, Any]) -> dict[str, dict[str, Any]]:
     for name, kind in (*BUCKET_PARTS, *IAM_PARTS):
         seen[name] = composed(kind, f"myctp-{name}", READY, SYNCED)
     return seen | {name.replace("_", "-"): body for name, body in replaced.items()}
+
+
+# Two stages, the second depending on the first.
+STAGED = {
+    "source": {
+        **b.SOURCE,
+        "stages": [
+            {"name": "packages", "path": "./packages"},
+            {"name": "config", "path": "./config", "dependsOn": ["packages"]},
+        ],
+    }
+}
+
+
+def staged(config: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The staged source fetched, its first stage applying, its second as ``config`` says."""
+    return {
+        "instance": composed("Instance", "myctp", READY, SYNCED),
+        "git-repository": composed("GitRepository", "myctp", condition("Ready", "True", "x")),
+        "kustomization-packages": composed(
+            "Kustomization",
+            "myctp-packages",
+            condition("Ready", "Unknown", "Progressing", "Reconciliation in progress"),
+        ),
+        "kustomization-config": composed("Kustomization", "myctp-config", config),
+    }
 
 
 @dataclass(frozen=True)
@@ -274,23 +318,9 @@ FAILURE_CASES = [
         "The schedule's newest Backup failed: BackupsReady is False with the Backup's name, "
         "reason and message.",
         {"backup": b.BACKUP},
-        backups_ready(
-            backup_schedule=schedule(
-                condition("Ready", "False", "LastBackupFailed", f"Backup {BACKUP} failed"),
-                condition(
-                    "LastBackup",
-                    "False",
-                    "BackupFailed",
-                    f"Backup {BACKUP} failed: {WRITER_ACCESS_DENIED}",
-                ),
-            )
-        ),
+        backups_ready(backup_schedule=failed_schedule()),
         c.BACKUPS_READY,
-        (
-            "False",
-            "BackupFailed",
-            f"BackupSchedule myctp: Backup {BACKUP} failed: {WRITER_ACCESS_DENIED}",
-        ),
+        FAILED_SCHEDULE_TOLD,
     ),
     FailureCase(
         "A later Backup completed: the failure before it is over, BackupsReady is True again.",
@@ -330,22 +360,10 @@ FAILURE_CASES = [
                 READY,
                 condition("Synced", "False", "ReconcilePaused"),
             ),
-            backup_schedule=schedule(
-                condition("Ready", "False", "LastBackupFailed", f"Backup {BACKUP} failed"),
-                condition(
-                    "LastBackup",
-                    "False",
-                    "BackupFailed",
-                    f"Backup {BACKUP} failed: {WRITER_ACCESS_DENIED}",
-                ),
-            ),
+            backup_schedule=failed_schedule(),
         ),
         c.BACKUPS_READY,
-        (
-            "False",
-            "BackupFailed",
-            f"BackupSchedule myctp: Backup {BACKUP} failed: {WRITER_ACCESS_DENIED}",
-        ),
+        FAILED_SCHEDULE_TOLD,
     ),
     FailureCase(
         "A paused object and nothing failed: the backups are ready.",
@@ -384,35 +402,16 @@ FAILURE_CASES = [
     ),
     FailureCase(
         "A stage that failed its health checks wins over an earlier stage still applying.",
-        {
-            "source": {
-                **b.SOURCE,
-                "stages": [
-                    {"name": "packages", "path": "./packages"},
-                    {"name": "config", "path": "./config"},
-                ],
-            }
-        },
-        {
-            "instance": composed("Instance", "myctp", READY, SYNCED),
-            "git-repository": composed("GitRepository", "myctp", condition("Ready", "True", "x")),
-            "kustomization-packages": composed(
-                "Kustomization",
-                "myctp-packages",
-                condition("Ready", "Unknown", "Progressing", "Reconciliation in progress"),
-            ),
-            "kustomization-config": composed(
-                "Kustomization",
-                "myctp-config",
-                condition(
-                    "Ready",
-                    "False",
-                    "HealthCheckFailed",
-                    "health check failed after 9.9s: timeout waiting for: [Provider/p status: "
-                    "'Failed']",
-                ),
-            ),
-        },
+        STAGED,
+        staged(
+            condition(
+                "Ready",
+                "False",
+                "HealthCheckFailed",
+                "health check failed after 9.9s: timeout waiting for: [Provider/p status: "
+                "'Failed']",
+            )
+        ),
         c.SOURCE_SYNCED,
         (
             "False",
@@ -424,29 +423,8 @@ FAILURE_CASES = [
     FailureCase(
         "A stage waiting for the one it depends on is on its way: the first part not ready "
         "is named, as before.",
-        {
-            "source": {
-                **b.SOURCE,
-                "stages": [
-                    {"name": "packages", "path": "./packages"},
-                    {"name": "config", "path": "./config", "dependsOn": ["packages"]},
-                ],
-            }
-        },
-        {
-            "instance": composed("Instance", "myctp", READY, SYNCED),
-            "git-repository": composed("GitRepository", "myctp", condition("Ready", "True", "x")),
-            "kustomization-packages": composed(
-                "Kustomization",
-                "myctp-packages",
-                condition("Ready", "Unknown", "Progressing", "Reconciliation in progress"),
-            ),
-            "kustomization-config": composed(
-                "Kustomization",
-                "myctp-config",
-                condition("Ready", "False", "DependencyNotReady", "dependency not ready"),
-            ),
-        },
+        STAGED,
+        staged(condition("Ready", "False", "DependencyNotReady", "dependency not ready")),
         c.SOURCE_SYNCED,
         ("False", "Progressing", "Kustomization myctp-packages: Reconciliation in progress"),
     ),
