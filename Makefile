@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: example test lint typecheck tools images release sandbox bench clean
+.PHONY: example test help lint typecheck tools images release sandbox bench clean
 
 example: $(STAMP) ## Render the example composite through the real function.
 	$(BIN)/function-controlplane render
@@ -16,11 +16,14 @@ test: $(STAMP) tools images ## Run every test: lint, types, unit, gRPC, end to e
 	$(BIN)/mypy
 	$(BIN)/pytest
 
-lint: $(STAMP)
+help: ## List the targets and what each does.
+	@grep -E '^[a-z][a-z.-]*:.*## ' $(MAKEFILE_LIST) | sed -e 's/:.*## /\t/' | expand -t 12
+
+lint: $(STAMP) ## ruff check and ruff format --check.
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
-typecheck: $(STAMP)
+typecheck: $(STAMP) ## mypy --strict.
 	$(BIN)/mypy
 
 tools: ## Build the Go tools the tests drive (cached in .tools/bin).
@@ -35,7 +38,7 @@ release: ## dist/: both xpkgs with their runtime image, image tarballs, SBOMs, S
 sandbox: $(STAMP) tools ## The whole platform on this machine until Ctrl-C.
 	$(BIN)/controlplane-sandbox up --no-build
 
-bench: $(STAMP)
+bench: $(STAMP) ## RunFunction latency beside a no-op function (bench/RESULTS.md has the rest).
 	$(BIN)/python -m bench.function_latency
 
 $(STAMP): pyproject.toml
@@ -44,5 +47,5 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
-clean:
+clean: ## Remove the venv, the Go tools, the build caches and dist/.
 	rm -rf $(VENV) .tools .build .cache dist .pytest_cache .mypy_cache .ruff_cache .hypothesis

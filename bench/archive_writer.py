@@ -30,7 +30,7 @@ WRITE = """
 import json, random, sys, time
 from datetime import UTC, datetime
 from pathlib import Path
-from provider.backup.archive import ArchiveWriter, ResourceType
+from provider.backup.format.archive import ArchiveWriter, ResourceType
 
 class Discard:
     def write(self, data):

@@ -19,9 +19,9 @@ from pathlib import Path
 
 import yaml
 
-from provider.backup.backups import BACKUPS, BackupReconciler
-from provider.backup.restore import Restorer
-from provider.backup.tenancy import EndpointPolicy
+from provider.backup.controllers.backups import BACKUPS, BackupReconciler
+from provider.backup.restore.restorer import Restorer
+from provider.backup.storage.tenancy import EndpointPolicy
 from provider.kube import Cluster
 
 

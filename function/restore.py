@@ -40,7 +40,7 @@ BACKUP_API_VERSION = "controlplane.spaces.upbound.io/v1alpha1"
 BACKUP_KIND = "Backup"
 # The label the BackupSchedule controller puts on every Backup it makes, scheduled
 # and final: the name of the Instance backed up. The provider spells it in
-# provider.backup.schedules.INSTANCE_LABEL (the two never import each other; a
+# provider.backup.controllers.schedules.INSTANCE_LABEL (the two never import each other; a
 # test holds them equal).
 INSTANCE_LABEL = "controlplane.spaces.upbound.io/instance"
 # The name under which the function asks Crossplane for those Backups.

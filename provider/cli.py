@@ -30,17 +30,17 @@ from typing import Any, TypeVar
 import click
 
 from provider import kube
-from provider.backup.backups import (
+from provider.backup.controllers.backups import (
     BACKUP_SCHEDULES,
     BACKUPS,
     DEFAULT_DEADLINE_SECONDS,
     BackupReconciler,
 )
-from provider.backup.instance_restore import DEFAULT_RESTORES, RestoreBounds
-from provider.backup.restore import Restorer
-from provider.backup.schedules import ScheduleReconciler, schedule_of_backup
-from provider.backup.tenancy import EndpointPolicy, TenancyError
-from provider.backup.web_identity import (
+from provider.backup.controllers.schedules import ScheduleReconciler, schedule_of_backup
+from provider.backup.restore.instance import DEFAULT_RESTORES, RestoreBounds
+from provider.backup.restore.restorer import Restorer
+from provider.backup.storage.tenancy import EndpointPolicy, TenancyError
+from provider.backup.storage.web_identity import (
     DEFAULT_PARTITION,
     POD_IRSA_SOURCE,
     WebIdentityPolicy,

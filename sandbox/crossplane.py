@@ -56,7 +56,8 @@ _INIT_ATTEMPTS = 5
 # by default, refilled at 1 a second, an Update event costing 2 (controller-runtime
 # maps both its old and new object), open for 5 minutes once empty
 # (crossplane/crossplane internal/circuit/token_bucket.go; the flags are core's
-# --circuit-breaker-*). Measured here (README, "Crossplane core's circuit breaker"):
+# --circuit-breaker-*). Measured here (docs/design.md, "What a ControlPlane costs
+# Crossplane core's circuit breaker"):
 # creating the fullest ControlPlane writes each of its 18 composed objects 5 to 7
 # times and the composite about 18 times, about 250 tokens within seconds when the
 # clouds answer at once, as the stand-ins do; and Flux writes a Kustomization's
@@ -221,7 +222,7 @@ class CrossplaneCore:
                 # Quick convergence for a sandbox; production keeps the defaults.
                 "--poll-interval=15s",
                 "--sync-interval=5m",
-                # Room for a ControlPlane's creation and its syncs, as the README
+                # Room for a ControlPlane's creation and its syncs, as docs/install.md
                 # asks of every install: see CIRCUIT_BREAKER_BURST.
                 f"--circuit-breaker-burst={CIRCUIT_BREAKER_BURST}",
                 f"--circuit-breaker-refill-rate={CIRCUIT_BREAKER_REFILL_PER_SECOND}",

@@ -9,7 +9,7 @@ One etcd holds every cluster, each a kube-apiserver under its own prefix:
   the built images: the `launcher`); our packages are built with `crossplane
   xpkg build`, pushed to a loopback registry and installed under their
   production names through an ImageConfig; then the XRDs and compositions,
-  as the README tells a platform team;
+  as docs/install.md tells a platform team;
 - the Space: the upstream Spaces CRDs, with `SpacesSimulator` playing the
   Spaces controller, slow as a Space is (`provisioning_delay`,
   `deletion_delay`), and `SpaceFront` as its ingress: one TLS address that
@@ -319,7 +319,7 @@ class Platform:
         self.kube.apply_crds(UPSTREAM_CRDS / "provider-aws")
 
     def _connect_provider(self) -> None:
-        """The Space's kubeconfig secret and the README's ClusterProviderConfig."""
+        """The Space's kubeconfig secret and the install guide's ClusterProviderConfig."""
         self._write_space_kubeconfig()
         kubectl.apply(
             self.kubeconfig, REPO_ROOT / "examples" / "provider" / "clusterproviderconfig.yaml"

@@ -34,7 +34,7 @@ class Package:
 
     @property
     def reference(self) -> str:
-        """Its production reference, as the README installs it."""
+        """Its production reference, as docs/install.md installs it."""
         return f"{PRODUCTION_PREFIX}{self.name}:{PACKAGE_VERSION}"
 
 

@@ -93,12 +93,14 @@ class Boundary:
     forbidden: tuple[str, ...]
     # Modules under a forbidden prefix that are nonetheless allowed.
     allowed: tuple[str, ...] = ()
-    # Files the boundary does not apply to.
+    # Files (glob patterns) the boundary does not apply to.
     exempt: tuple[str, ...] = ()
 
 
 EVERYTHING = ("function/**/*.py", "provider/**/*.py")
 AWS_STANDIN = ("sandbox/awsstandin/**/*.py",)
+# What a pure module must not import: a Kubernetes or S3 client, or a socket.
+NETWORK = ("kubernetes", "kubernetes_asyncio", "aiohttp", "boto3", "botocore", "socket", "ssl")
 PURE_FUNCTION = (
     "function/allowlists.py",
     "function/compose.py",
@@ -162,52 +164,95 @@ BOUNDARIES = [
         allowed=("provider.kube", "provider.managed"),
     ),
     Boundary(
-        reason="the tenancy rules (kubeconfig allow-list, backup prefixes and endpoints) are pure",
-        files=("provider/kubeconfig.py", "provider/backup/tenancy.py"),
-        forbidden=("provider", "kubernetes", "aiohttp", "boto3", "botocore", "socket", "ssl"),
-        allowed=("provider.runtime.dns",),
+        reason="the tenancy rules (kubeconfig allow-list, backup prefixes, endpoints and web "
+        "identity roles) are pure",
+        files=(
+            "provider/kubeconfig.py",
+            "provider/backup/storage/tenancy.py",
+            "provider/backup/storage/web_identity.py",
+        ),
+        forbidden=("provider", *NETWORK),
+        allowed=("provider.runtime.dns", "provider.backup.storage.tenancy"),
     ),
     Boundary(
         reason="which Secret a Backup may read its kubeconfig from is a pure rule",
-        files=("provider/backup/source.py",),
-        forbidden=("provider", "kubernetes", "aiohttp", "boto3", "botocore", "socket", "ssl"),
+        files=("provider/backup/source/connection_secret.py",),
+        forbidden=("provider", *NETWORK),
         allowed=("provider.model",),
     ),
     Boundary(
-        reason="the backup archive layout, schedules and restore steps are pure: no I/O",
+        reason="the backup archive format is pure and stands alone: no I/O, nothing else of "
+        "the provider",
+        files=("provider/backup/format/**/*.py",),
+        forbidden=("provider", *NETWORK),
+        allowed=("provider.backup.format", "provider.runtime.dns"),
+    ),
+    Boundary(
+        reason="the schedules' and restores' decisions are pure: no I/O",
         files=(
-            "provider/backup/archive.py",
-            "provider/backup/cron.py",
-            "provider/backup/plan.py",
-            "provider/backup/final.py",
-            "provider/backup/last_backup.py",
-            "provider/backup/restore_steps.py",
+            "provider/backup/controllers/cron.py",
+            "provider/backup/controllers/plan.py",
+            "provider/backup/controllers/final.py",
+            "provider/backup/controllers/last_backup.py",
+            "provider/backup/controllers/retention.py",
+            "provider/backup/restore/steps.py",
+            "provider/backup/restore/compat.py",
         ),
-        forbidden=("provider", "kubernetes", "aiohttp", "boto3", "botocore", "socket", "ssl"),
+        forbidden=("provider", *NETWORK),
         allowed=(
-            "provider.backup.archive",
-            "provider.backup.cron",
-            "provider.backup.plan",
-            "provider.backup.restore_steps",
+            "provider.backup.format.archive",
+            "provider.backup.controllers.cron",
+            "provider.backup.controllers.plan",
             "provider.runtime.dns",
             "provider.runtime.durations",
+            "provider.runtime.timestamps",
+            "provider.spaces.versions",
         ),
     ),
     Boundary(
         reason="the backup command line's diff, inventory and progress are pure: no I/O",
         files=(
-            "provider/backup/diff.py",
-            "provider/backup/inventory.py",
-            "provider/backup/progress.py",
+            "provider/backup/restore/diff.py",
+            "provider/backup/format/inventory.py",
+            "provider/backup/cli/progress.py",
         ),
-        forbidden=("provider", "kubernetes", "aiohttp", "boto3", "botocore", "socket", "ssl"),
-        allowed=("provider.backup.archive",),
+        forbidden=("provider", *NETWORK),
+        allowed=("provider.backup.format.archive",),
     ),
     Boundary(
-        reason="the controllers never import the backup command line or its dry run",
+        reason="S3 and the rules for reaching it build on nothing else of the provider",
+        files=("provider/backup/storage/**/*.py",),
+        forbidden=("provider", "kubernetes", "kubernetes_asyncio", "aiohttp"),
+        allowed=("provider.backup.storage", "provider.runtime"),
+    ),
+    Boundary(
+        reason="the control plane a Backup reads builds only on the archive format among the "
+        "backup packages",
+        files=("provider/backup/source/**/*.py",),
+        forbidden=("provider.backup",),
+        allowed=("provider.backup.source", "provider.backup.format"),
+    ),
+    Boundary(
+        reason="the backup controllers import neither the restore nor the command line",
+        files=("provider/backup/controllers/**/*.py",),
+        forbidden=("provider.backup.restore", "provider.backup.cli"),
+    ),
+    Boundary(
+        reason="the restore takes only the Backup kind from the controllers, and never the "
+        "command line",
+        files=("provider/backup/restore/**/*.py",),
+        forbidden=("provider.backup.controllers", "provider.backup.cli"),
+        allowed=("provider.backup.controllers.backups",),
+    ),
+    Boundary(
+        reason="nothing but the backup command line imports it or the restore's dry run and diffs",
         files=EVERYTHING,
-        forbidden=("provider.backup.cli", "provider.backup.dryrun"),
-        exempt=("provider/backup/cli.py",),
+        forbidden=(
+            "provider.backup.cli",
+            "provider.backup.restore.dryrun",
+            "provider.backup.restore.diff",
+        ),
+        exempt=("provider/backup/cli/*.py", "provider/backup/restore/dryrun.py"),
     ),
     Boundary(
         reason="everything about backups lives in provider/backup",
@@ -232,10 +277,10 @@ BOUNDARIES = [
         forbidden=("provider.cli",),
     ),
     Boundary(
-        reason="only provider/backup/storage.py imports boto3 or botocore",
+        reason="only provider/backup/storage/s3.py imports boto3 or botocore",
         files=EVERYTHING,
         forbidden=("boto3", "botocore"),
-        exempt=("provider/backup/storage.py",),
+        exempt=("provider/backup/storage/s3.py",),
     ),
     Boundary(
         reason="the product never imports the sandbox",
@@ -263,7 +308,8 @@ BOUNDARIES = [
 
 @pytest.mark.parametrize("boundary", BOUNDARIES, ids=lambda boundary: boundary.reason)
 def test_no_file_imports_across_a_boundary(boundary: Boundary) -> None:
-    files = [f for f in files_matching(boundary.files) if f not in boundary.exempt]
+    exempt = set(files_matching(boundary.exempt))
+    files = [f for f in files_matching(boundary.files) if f not in exempt]
     assert files, f"no files match {boundary.files}"
 
     offending = [
@@ -385,3 +431,9 @@ def test_the_image_build_helpers_and_the_rootfs_launcher_import_only_the_standar
         if found.module.split(".")[0] not in {*sys.stdlib_module_names, "__future__", "tools"}
     ]
     assert not offending, "\n".join(map(str, offending))
+
+
+def test_every_backup_module_lives_in_the_sub_package_of_its_concern() -> None:
+    loose = [f for f in files_matching(("provider/backup/*.py",)) if not f.endswith("__init__.py")]
+
+    assert not loose, f"put each in format, storage, source, controllers, restore or cli: {loose}"

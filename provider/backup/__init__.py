@@ -1,19 +1,22 @@
 """Everything about backups of hosted control planes to S3, and restores from them.
 
-Pure, tested without servers:
+Laid out by concern, each layer importing only those above it
+(``tests/test_architecture.py`` enforces it):
 
-- ``archive``: the archive layout: write a gzip tar as a stream, verify one.
-- ``cron``, ``plan``: schedules: when a Backup is due, which have expired.
-- ``tenancy``: which prefixes, keys and endpoints a namespace may use.
-- ``diff``, ``inventory``, ``progress``: the command line's diffs (Secrets masked),
-  contents by kind and namespace, and progress on a terminal or in a log.
-
-Edges (Kubernetes only through ``provider.kube``; S3 only through ``storage``):
-
-- ``storage``: the only module that talks to S3 (boto3): multipart streams, credentials.
-- ``export``: what of a control plane goes into an archive.
-- ``restore``: an archive back into a control plane, in the contract's order.
-- ``backups``, ``schedules``: the Backup and BackupSchedule controllers' reconcilers.
-- ``dryrun``: what a restore would create, change or leave, asked of the API server.
-- ``cli``: ``controlplane-backup``, the same export, verify and restore from a terminal.
+- ``format``: the archive format: write a gzip tar as a stream, verify one, tell
+  what it holds. Pure: no Kubernetes, no S3, nothing else of ``provider.backup``.
+- ``storage``: S3 and how a team may reach it. ``storage.s3`` is the only module
+  that imports boto3 (multipart streams, credentials); ``tenancy`` and
+  ``web_identity`` are the pure rules for prefixes, keys, endpoints and roles.
+- ``source``: the control plane a Backup reads (through ``provider.kube``): the one
+  Secret its kubeconfig may come from, the versions it runs, and what of it goes
+  into an archive (``export``).
+- ``controllers``: the Backup and BackupSchedule controllers' reconcilers, and
+  their pure decisions: cron, which Backup is due (``plan``), the final Backup,
+  retention.
+- ``restore``: an archive back into a control plane, in the contract's order:
+  the restorer, its pure steps and version check, the pool restores run in, the
+  restore an Instance asks for, and the dry run with its diffs.
+- ``cli``: ``controlplane-backup``, the same export, verify and restore from a
+  terminal, with its listing and progress. Nothing else imports it.
 """

@@ -27,8 +27,8 @@ from datetime import datetime
 from typing import Any, Literal
 
 from provider import kube, kubeconfig
-from provider.backup.instance_restore import InstanceRestore, RestoreBounds
-from provider.backup.restore import Restorer
+from provider.backup.restore.instance import InstanceRestore, RestoreBounds
+from provider.backup.restore.restorer import Restorer
 from provider.cache import CachedClient, Informer, without_managed_fields
 from provider.kube import Cluster, JsonObject, KubeError
 from provider.kubeconfig import ControlPlaneHosts

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from provider.backup.storage import StorageSpec, Store
+from provider.backup.storage.s3 import StorageSpec, Store
 from sandbox.awsstandin.cloud import Cloud
 from sandbox.awsstandin.standin import AwsStandin
 from sandbox.s3 import Moto, SeaweedFS

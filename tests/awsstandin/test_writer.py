@@ -1,6 +1,6 @@
 """The backup writer's own credential path reaches exactly its prefix through the stand-in.
 
-The writer (provider/backup/storage.py) runs as it does in the backup
+The writer (provider/backup/storage/s3.py) runs as it does in the backup
 controller: its pod identity is a moto IAM user, it assumes the role the
 function rendered, with its namespace as ExternalId, through the STS endpoint
 it is given (the stand-in's bridge to moto's STS, which holds the call to the
@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from provider.backup.storage import StorageError, StorageSpec, Store
+from provider.backup.storage.s3 import StorageError, StorageSpec, Store
 from sandbox.awsstandin.standin import AwsStandin
 from sandbox.s3 import Moto, SeaweedFS, use_credentials
 from sandbox.spaces import Kube, wait_for

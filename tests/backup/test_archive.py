@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 import yaml
 
-from provider.backup.archive import (
+from provider.backup.format.archive import (
     EXPORT_FILE,
     FORMAT_VERSION,
     MAX_EXTENDED_HEADER_BYTES,
@@ -39,7 +39,7 @@ from provider.backup.archive import (
     strip,
     verify,
 )
-from provider.backup.restore import parsed_batches
+from provider.backup.restore.restorer import parsed_batches
 
 KiB = 2**10
 MiB = 2**20

@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 
-from provider.backup import archive
-from provider.backup.archive import ArchiveError, ArchiveWriter, Limits, ResourceType, verify
-from provider.backup.export import restorable
-from provider.backup.restore import parsed_batches
+from provider.backup.format import archive
+from provider.backup.format.archive import ArchiveError, ArchiveWriter, Limits, ResourceType, verify
+from provider.backup.restore.restorer import parsed_batches
+from provider.backup.source.export import restorable
 from tests.backup.test_archive import (
     CONFIGMAPS,
     METADATA_PATH,

@@ -13,7 +13,7 @@ from datetime import timedelta
 import pytest
 from kubernetes.client.exceptions import ApiException
 
-from provider.backup.backups import storage_spec
+from provider.backup.controllers.backups import storage_spec
 from sandbox.spaces import Kube
 from tests.backup.test_schedule import Clock, backups, next_half_hour, reconcile, schedule
 

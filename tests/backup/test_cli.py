@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from provider.backup import cli
-from provider.backup.archive import ArchiveWriter, Limits, ResourceType
+from provider.backup.cli import commands
+from provider.backup.format.archive import ArchiveWriter, Limits, ResourceType
 from tests.backup.test_archive import CANARY, HOSTILE_CASES, good
 from tests.backup.test_archive_limits import (
     ADMIT_CASES,
@@ -59,7 +59,7 @@ REFUSED_CASES = [
 
 
 def run(*args: str) -> tuple[int, str, str]:
-    result = CliRunner().invoke(cli.main, list(args))
+    result = CliRunner().invoke(commands.main, list(args))
     return result.exit_code, result.stdout, result.stderr
 
 
@@ -73,7 +73,7 @@ def test_every_case_the_controller_refuses_is_in_the_table() -> None:
 def test_verify_refuses_each_archive_a_restore_refuses_with_exit_code_1(
     case: RefusedCase, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(cli, "LIMITS", case.limits)
+    monkeypatch.setattr(commands, "LIMITS", case.limits)
     archive_file = tmp_path / "backup.tar.gz"
     archive_file.write_bytes(case.build())
 
@@ -88,7 +88,7 @@ def test_verify_refuses_each_archive_a_restore_refuses_with_exit_code_1(
 
 
 def test_the_cli_holds_archives_to_the_limits_the_controllers_use() -> None:
-    assert Limits() == cli.LIMITS
+    assert Limits() == commands.LIMITS
 
 
 def test_verify_takes_a_good_archive_with_exit_code_0_and_one_summary_line(tmp_path: Path) -> None:
@@ -106,7 +106,7 @@ def test_verify_takes_a_good_archive_with_exit_code_0_and_one_summary_line(tmp_p
 def test_verify_refuses_a_file_above_the_archive_size_limit(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(cli, "LIMITS", Limits(max_archive_bytes=100))
+    monkeypatch.setattr(commands, "LIMITS", Limits(max_archive_bytes=100))
     archive_file = tmp_path / "backup.tar.gz"
     archive_file.write_bytes(good())
 

@@ -17,9 +17,9 @@ import pytest
 import yaml
 from click.testing import CliRunner, Result
 
-from provider.backup import cli
-from provider.backup.backups import BackupReconciler
-from provider.backup.storage import StorageSpec, Store
+from provider.backup.cli import commands
+from provider.backup.controllers.backups import BackupReconciler
+from provider.backup.storage.s3 import StorageSpec, Store
 from provider.kube import Cluster
 from sandbox.s3 import SeaweedFS
 from tests.backup.test_retention_controller import Clock
@@ -53,7 +53,7 @@ class Listed:
 
 
 def invoke(*args: str) -> Result:
-    return CliRunner().invoke(cli.main, list(args), env={"KUBECONFIG": None})
+    return CliRunner().invoke(commands.main, list(args), env={"KUBECONFIG": None})
 
 
 def take(planes: Planes, s3: SeaweedFS, name: str, at: datetime, prefix: str = PREFIX) -> None:

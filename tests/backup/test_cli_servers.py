@@ -30,9 +30,10 @@ import yaml
 from click.testing import CliRunner, Result
 from kubernetes import client
 
-from provider.backup import archive, cli
-from provider.backup.export import CORE_TYPES, estimate, kept
-from provider.backup.storage import StorageSpec, Store
+from provider.backup.cli import commands
+from provider.backup.format import archive
+from provider.backup.source.export import CORE_TYPES, estimate, kept
+from provider.backup.storage.s3 import StorageSpec, Store
 from provider.kube import Cluster
 from sandbox.apiserver import APIServerFactory, Etcd
 from sandbox.s3 import Moto, SeaweedFS
@@ -95,7 +96,7 @@ def exported(clusters: Clusters, tmp_path_factory: pytest.TempPathFactory) -> Pa
 
 
 def invoke(*args: str) -> Result:
-    return CliRunner().invoke(cli.main, list(args), env={"KUBECONFIG": None})
+    return CliRunner().invoke(commands.main, list(args), env={"KUBECONFIG": None})
 
 
 def kubeconfig(kube: Kube) -> str:

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from provider.backup.compat import Verdict, check
+from provider.backup.restore.compat import Verdict, check
 
 
 @dataclass

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import yaml
 
-from provider.backup.backups import BackupReconciler
+from provider.backup.controllers.backups import BackupReconciler
 from provider.instances import InstanceAPI
 from provider.kube import Cluster
 from provider.kubeconfig import ControlPlaneHosts

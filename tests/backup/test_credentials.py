@@ -3,7 +3,7 @@
 The composition function renders a team's role (its trust policy and its
 access policy) and its BackupSchedule's ``storage`` for each trust mode of the
 input; the role goes into moto's IAM exactly as rendered. The backup writer
-(``provider.backup.storage``) then connects as that ``storage`` says, from the
+(``provider.backup.storage.s3``) then connects as that ``storage`` says, from the
 pod identity the mode gives the controller (an IAM user's keys, EKS Pod
 Identity's container credentials, a projected service account token), through
 the AWS stand-in's STS bridge: it holds every assumption to the role's trust
@@ -36,11 +36,11 @@ import yaml
 from kubernetes.client.exceptions import ApiException
 
 from function.compose import Outcome, compose
-from provider.backup import restore_steps
-from provider.backup.backups import storage_spec
-from provider.backup.restore import RestoreError, Restorer
-from provider.backup.storage import StorageError, StorageSpec, Store
-from provider.backup.web_identity import WebIdentityPolicy
+from provider.backup.controllers.backups import storage_spec
+from provider.backup.restore import steps as restore_steps
+from provider.backup.restore.restorer import RestoreError, Restorer
+from provider.backup.storage.s3 import StorageError, StorageSpec, Store
+from provider.backup.storage.web_identity import WebIdentityPolicy
 from provider.kube import Cluster, ServiceAccountRef
 from sandbox.awsstandin.cloud import Cloud, Endpoints
 from sandbox.awsstandin.identities import Identities, SeaweedAdmin

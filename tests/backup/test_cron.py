@@ -18,7 +18,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from provider.backup.cron import Cron, CronError
+from provider.backup.controllers.cron import Cron, CronError
 
 MINUTE = timedelta(minutes=1)
 

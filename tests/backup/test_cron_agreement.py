@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from function.rules import check_cron
-from provider.backup.cron import Cron, CronError
+from provider.backup.controllers.cron import Cron, CronError
 
 FIELD = st.one_of(
     st.just("*"),

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from provider.backup.diff import changed, unified
+from provider.backup.restore.diff import changed, unified
 
 PATH = "configmaps/namespaces/app-0/settings.yaml"
 SECRET_PATH = "secrets/namespaces/app-0/db.yaml"

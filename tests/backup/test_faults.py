@@ -15,10 +15,10 @@ from typing import Any
 import pytest
 import yaml
 
-from provider.backup import archive
-from provider.backup.backups import MAX_ATTEMPTS
-from provider.backup.restore import RestoreError, Restorer
-from provider.backup.storage import StorageSpec, Store
+from provider.backup.controllers.backups import MAX_ATTEMPTS
+from provider.backup.format import archive
+from provider.backup.restore.restorer import RestoreError, Restorer
+from provider.backup.storage.s3 import StorageSpec, Store
 from provider.kube import Cluster
 from sandbox.s3 import SeaweedFS, use_credentials
 from sandbox.spaces import condition
@@ -63,7 +63,7 @@ def test_an_unreachable_s3_fails_the_backup_after_retries_and_leaves_no_object(
 
 
 async def run_backup_allowing_retry(planes: Planes, name: str, endpoint: str) -> None:
-    from provider.backup.backups import BackupReconciler
+    from provider.backup.controllers.backups import BackupReconciler
 
     cluster = await Cluster.from_kubeconfig(yaml.safe_load(planes.local.server.kubeconfig))
     try:

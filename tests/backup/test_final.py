@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from provider.backup.final import (
+from provider.backup.controllers.final import (
     Action,
     FinalBackup,
     Outcome,

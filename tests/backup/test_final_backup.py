@@ -21,8 +21,8 @@ from typing import Any
 import pytest
 import yaml
 
-from provider.backup.schedules import INSTANCE_LABEL
-from provider.backup.storage import StorageSpec, Store
+from provider.backup.controllers.schedules import INSTANCE_LABEL
+from provider.backup.storage.s3 import StorageSpec, Store
 from sandbox.apiserver import APIServerFactory, Etcd
 from sandbox.controller_manager import ControllerManager
 from sandbox.s3 import SeaweedFS

@@ -27,8 +27,8 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 import yaml
 
-from provider.backup.backups import BackupReconciler
-from provider.backup.export import ReadLimits, write_archive
+from provider.backup.controllers.backups import BackupReconciler
+from provider.backup.source.export import ReadLimits, write_archive
 from provider.kube import Cluster, LimitExceededError, ListBounds
 from sandbox.apiserver import _PKI
 from sandbox.s3 import SeaweedFS

@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 import yaml
 
-from provider.backup import archive
-from provider.backup.archive import SourceVersions
-from provider.backup.restore import Restorer
-from provider.backup.storage import StorageSpec, Store
+from provider.backup.format import archive
+from provider.backup.format.archive import SourceVersions
+from provider.backup.restore.restorer import Restorer
+from provider.backup.storage.s3 import StorageSpec, Store
 from provider.instances import InstanceAPI
 from provider.kube import Cluster
 from provider.managed.reconciler import Reconciler

@@ -13,11 +13,11 @@ from typing import Any
 import pytest
 import yaml
 
-from provider.backup.archive import ResourceType
-from provider.backup.backups import BackupReconciler, storage_spec
-from provider.backup.restore import RestoreError, Restorer
-from provider.backup.schedules import ScheduleReconciler
-from provider.backup.storage import StorageSpec, Store
+from provider.backup.controllers.backups import BackupReconciler, storage_spec
+from provider.backup.controllers.schedules import ScheduleReconciler
+from provider.backup.format.archive import ResourceType
+from provider.backup.restore.restorer import RestoreError, Restorer
+from provider.backup.storage.s3 import StorageSpec, Store
 from provider.kube import Cluster
 from sandbox.s3 import Moto, SeaweedFS
 from sandbox.spaces import condition

@@ -9,8 +9,9 @@ import pytest
 
 from function import observed
 from provider import kube
-from provider.backup import backups, export, last_backup, source
-from provider.backup.last_backup import LastBackup
+from provider.backup.controllers import backups, last_backup
+from provider.backup.controllers.last_backup import LastBackup
+from provider.backup.source import connection_secret, export
 from provider.runtime import metrics
 
 NAME = "myctp-20261202060000"
@@ -106,12 +107,12 @@ def test_a_long_message_is_cut_to_one_bounded_line() -> None:
 def test_every_reason_a_backup_fails_with_is_a_metrics_reason() -> None:
     # The Backup controller's Failed reasons, each from where it is written.
     written = {
-        backups.BACKUP_FAILED,
+        last_backup.BACKUP_FAILED,
         backups.STORAGE_REFUSED,
         backups.INVALID_SPEC,
         backups.DEADLINE_EXCEEDED,
-        source.KUBECONFIG_NOT_ALLOWED,
-        source.CONTROL_PLANE_HOST_NOT_ALLOWED,
+        connection_secret.KUBECONFIG_NOT_ALLOWED,
+        connection_secret.CONTROL_PLANE_HOST_NOT_ALLOWED,
         export.TOO_MANY_OBJECTS,
         export.TOO_MANY_TYPES,
         kube.TOO_MANY_PAGES,

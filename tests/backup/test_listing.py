@@ -8,8 +8,15 @@ from typing import Any
 
 import pytest
 
-from provider.backup.listing import Entry, document, from_backup, from_object, newest_first, table
-from provider.backup.storage import StoredObject
+from provider.backup.cli.listing import (
+    Entry,
+    document,
+    from_backup,
+    from_object,
+    newest_first,
+    table,
+)
+from provider.backup.storage.s3 import StoredObject
 
 AT = datetime(2026, 12, 4, 6, 0, tzinfo=UTC)
 

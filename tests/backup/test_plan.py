@@ -13,8 +13,14 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
-from provider.backup.cron import Cron
-from provider.backup.plan import BackupRecord, SchedulePlan, backup_name, parse_ttl, plan
+from provider.backup.controllers.cron import Cron
+from provider.backup.controllers.plan import (
+    BackupRecord,
+    SchedulePlan,
+    backup_name,
+    parse_ttl,
+    plan,
+)
 
 HOURLY = Cron.parse("0 * * * *")
 TTL = timedelta(hours=2)

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from provider.backup.progress import Progress, duration
+from provider.backup.cli.progress import Progress, duration
 
 
 class Clock:

@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 import yaml
 
-from provider.backup.backups import BackupReconciler
+from provider.backup.controllers.backups import BackupReconciler
 from provider.kube import Cluster
 from sandbox.s3 import SeaweedFS
 from sandbox.spaces import Kube, ProviderProcess, condition, wait_for

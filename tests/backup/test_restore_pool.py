@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from provider.backup.restore_pool import DeadlineExceededError, Key, RestorePool
+from provider.backup.restore.pool import DeadlineExceededError, Key, RestorePool
 
 # Long enough to mean "never" to the cases that do not end their work.
 NEVER = 3600.0

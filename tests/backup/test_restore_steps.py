@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from provider.backup.archive import ResourceType
-from provider.backup.restore_steps import (
+from provider.backup.format.archive import ResourceType
+from provider.backup.restore.steps import (
     COMPLETED,
     FAILED,
     IN_PROGRESS,

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from provider.backup.retention import (
+from provider.backup.controllers.retention import (
     BackupLife,
     DeletionPolicy,
     deletion_policy,

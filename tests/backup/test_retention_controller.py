@@ -16,8 +16,8 @@ import pytest
 import yaml
 from kubernetes.client.exceptions import ApiException
 
-from provider.backup.backups import ARCHIVE_FINALIZER, BackupReconciler
-from provider.backup.storage import StorageSpec, Store
+from provider.backup.controllers.backups import ARCHIVE_FINALIZER, BackupReconciler
+from provider.backup.storage.s3 import StorageSpec, Store
 from provider.kube import Cluster
 from provider.managed.reconciler import Result
 from sandbox.s3 import SeaweedFS

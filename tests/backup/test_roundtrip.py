@@ -15,11 +15,11 @@ from typing import Any
 import pytest
 import yaml
 
-from provider.backup import archive
-from provider.backup.backups import BackupReconciler
-from provider.backup.restore import RestoreError, Restorer
-from provider.backup.storage import StorageSpec, Store
-from provider.backup.tenancy import EndpointPolicy
+from provider.backup.controllers.backups import BackupReconciler
+from provider.backup.format import archive
+from provider.backup.restore.restorer import RestoreError, Restorer
+from provider.backup.storage.s3 import StorageSpec, Store
+from provider.backup.storage.tenancy import EndpointPolicy
 from provider.kube import Cluster, ServiceAccountRef
 from provider.model import CONNECTION_SECRET_TYPE
 from sandbox.apiserver import APIServer, APIServerFactory, Etcd

@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 import yaml
 
-from provider.backup.backups import BackupReconciler
-from provider.backup.retention import DeletionPolicy
-from provider.backup.schedules import INSTANCE_LABEL, SCHEDULE_LABEL, ScheduleReconciler, backup_of
+from provider.backup.controllers.backups import SCHEDULE_LABEL, BackupReconciler
+from provider.backup.controllers.retention import DeletionPolicy
+from provider.backup.controllers.schedules import INSTANCE_LABEL, ScheduleReconciler, backup_of
 from provider.kube import Cluster
 from provider.runtime import metrics
 from sandbox.apiserver import APIServerFactory, Etcd

@@ -1,4 +1,4 @@
-"""Which Secret a Backup reads its kubeconfig from (``provider.backup.source``): pure."""
+"""Which Secret a Backup reads its kubeconfig from (``backup.source.connection_secret``): pure."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from provider.backup.source import (
+from provider.backup.source.connection_secret import (
     NOT_INSTANCE_CONNECTION_SECRET,
     SourceRefusedError,
     check_connection_secret,

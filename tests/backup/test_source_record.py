@@ -14,9 +14,15 @@ from typing import Any
 import pytest
 import yaml
 
-from provider.backup.archive import EXPORT_FILE, ArchiveWriter, ResourceType, SourceVersions, verify
-from provider.backup.export import reinstalled
-from provider.backup.source_versions import DeploymentList, crossplane_of
+from provider.backup.format.archive import (
+    EXPORT_FILE,
+    ArchiveWriter,
+    ResourceType,
+    SourceVersions,
+    verify,
+)
+from provider.backup.source.export import reinstalled
+from provider.backup.source.versions import DeploymentList, crossplane_of
 from provider.model import parse
 from tests.backup.test_archive import members
 from tests.backup.test_archive_limits import BUCKETS, NAMESPACES, meta

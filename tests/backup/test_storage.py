@@ -1,4 +1,4 @@
-"""provider.backup.storage against a real S3 (SeaweedFS) and a real STS (moto).
+"""provider.backup.storage.s3 against a real S3 (SeaweedFS) and a real STS (moto).
 
 Objects are checked by reading them back through the store, multipart uploads
 left behind through SeaweedFS's filer, and which credentials signed which
@@ -25,7 +25,7 @@ from typing import IO, cast
 
 import pytest
 
-from provider.backup.storage import ABORT_RETRY_DELAYS, MIB, StorageError, StorageSpec, Store
+from provider.backup.storage.s3 import ABORT_RETRY_DELAYS, MIB, StorageError, StorageSpec, Store
 from sandbox.apiserver import free_port
 from sandbox.s3 import Moto, SeaweedFS, use_credentials
 from tests.servers import proxy
@@ -333,7 +333,7 @@ def test_a_gateway_stopped_mid_upload_fails_the_writer_and_abort_cleans_up_once_
             out.write(bytes(4 * MIB))
         with pytest.raises(ValueError, match="failed"):
             out.write(b"more")
-        with caplog.at_level(logging.WARNING, logger="provider.backup.storage"):
+        with caplog.at_level(logging.WARNING, logger="provider.backup.storage.s3"):
             out.abort()
 
     *retried, warning = caplog.records

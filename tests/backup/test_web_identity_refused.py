@@ -24,10 +24,10 @@ from typing import Any
 import pytest
 import yaml
 
-from provider.backup.backups import BACKUPS, BackupReconciler
-from provider.backup.instance_restore import InstanceRestore
-from provider.backup.restore import Restorer
-from provider.backup.web_identity import (
+from provider.backup.controllers.backups import BACKUPS, BackupReconciler
+from provider.backup.restore.instance import InstanceRestore
+from provider.backup.restore.restorer import Restorer
+from provider.backup.storage.web_identity import (
     IRSA_ANNOTATION,
     POD_IRSA_SOURCE,
     WebIdentityPolicy,

@@ -23,7 +23,7 @@ from function.compose import Outcome, compose
 from function.names import Names
 from function.observed import Observed
 from function.render import request
-from provider.backup import schedules
+from provider.backup.controllers import schedules
 from tests import builders as b
 
 NAMESPACE = "team-a"

@@ -17,8 +17,8 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from provider.backup.instance_restore import RestoreBounds
-from provider.backup.web_identity import WebIdentityPolicy
+from provider.backup.restore.instance import RestoreBounds
+from provider.backup.storage.web_identity import WebIdentityPolicy
 from provider.cli import Options, backup_main, backup_options, main, provider_options
 from provider.kube import ServiceAccountRef
 from provider.kubeconfig import ControlPlaneHosts, HostPattern

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
-from provider.backup.restore import Restorer
+from provider.backup.restore.restorer import Restorer
 from provider.instances import InstanceAPI
 from provider.kube import Cluster
 from provider.managed.reconciler import Reconciler

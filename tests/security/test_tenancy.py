@@ -6,8 +6,8 @@ from dataclasses import dataclass
 
 import pytest
 
-from provider.backup.backups import storage_spec
-from provider.backup.tenancy import EndpointPolicy, TenancyError, check_key, check_prefix
+from provider.backup.controllers.backups import storage_spec
+from provider.backup.storage.tenancy import EndpointPolicy, TenancyError, check_key, check_prefix
 
 
 @dataclass

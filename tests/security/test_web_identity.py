@@ -13,8 +13,8 @@ from dataclasses import dataclass
 import pytest
 
 from function.names import AwsNames
-from provider.backup.tenancy import TenancyError
-from provider.backup.web_identity import (
+from provider.backup.storage.tenancy import TenancyError
+from provider.backup.storage.web_identity import (
     WebIdentityPolicy,
     account_setting,
     parse_accounts,

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from provider.backup import archive
-from provider.backup.storage import StorageSpec, Store
+from provider.backup.format import archive
+from provider.backup.storage.s3 import StorageSpec, Store
 from sandbox.platform import Platform
 from sandbox.s3 import use_credentials
 from sandbox.spaces import condition, wait_for

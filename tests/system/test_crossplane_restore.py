@@ -25,8 +25,8 @@ from typing import Any
 
 import pytest
 
-from provider.backup import archive
-from provider.backup.storage import StorageSpec, Store
+from provider.backup.format import archive
+from provider.backup.storage.s3 import StorageSpec, Store
 from sandbox.hosted import HostedControlPlane
 from sandbox.platform import Platform
 from sandbox.s3 import use_credentials

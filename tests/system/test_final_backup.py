@@ -6,7 +6,7 @@ the composite; a ControlPlane re-created with ``restore: {fromControlPlane}``
 finds that Backup as its control plane's newest and comes back with what the
 first one held. It is re-created under the same name: the final Backup is
 read with the role it was written with, which only a composite of that name
-composes again (under another name the archive is out of reach, as the README
+composes again (under another name the archive is out of reach, as docs/team-guide.md
 says). A bucket with ``retainOnDelete: false`` goes with its composite, once
 it is empty: AWS (and the stand-in) refuses to delete a bucket that holds
 objects.
@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from provider.backup.storage import StorageSpec, Store
+from provider.backup.storage.s3 import StorageSpec, Store
 from sandbox.awsstandin.cloud import Cloud, Endpoints
 from sandbox.platform import Platform
 from sandbox.s3 import use_credentials
@@ -164,7 +164,7 @@ def test_a_deleted_controlplane_leaves_a_final_backup_in_its_kept_bucket_and_com
     composite = wait_ready(platform, XR, namespace, name)
     # Creating it woke the composite with a burst of watch events (every composed
     # object's own writes), which core's circuit breaker holds with the burst the
-    # README asks for: the composite still answers every change.
+    # install guide asks for: the composite still answers every change.
     responsive = condition(composite, "Responsive")
     assert responsive.get("status") == "True", responsive
     hosted = hosted_name(platform, namespace, name)

@@ -5,7 +5,7 @@ checksum, no path leaving its root) before anything is applied. A
 ``WebIdentity`` Backup's archive is read as the ServiceAccount its team role
 trusts, with a token minted for it (``Restorer``'s ``web_identity``). Objects are
 then applied with server-side apply, step by step in the contract's order
-(``provider.backup.restore_steps``), waiting for each custom type's CRD to be
+(``provider.backup.restore.steps``), waiting for each custom type's CRD to be
 Established first; within a step a bounded pool of applies runs at once, and
 a step ends before the next begins. Each step reads the archive again, up to
 its last object, and parses only its own types, so memory holds a batch of
@@ -21,7 +21,7 @@ against the target's (``compat.check``): a target on an older Crossplane minor
 is refused, naming both; anything else goes on, and the caller is told what
 was found (a newer minor, or versions that could not be checked).
 
-What Crossplane makes again in the target (``export.reinstalled``: the
+What Crossplane makes again in the target (``source.export.reinstalled``: the
 package manager's Lock, what a package revision owns) is skipped, in
 archives made before export left it out.
 
@@ -30,7 +30,7 @@ control plane (an owner not in the archive, or not there yet, is dropped), so
 garbage collection never removes restored objects and a resumed restore links
 owners restored before the restart.
 
-Progress goes to an optional callback, as ``restore_steps.Progress``: at every
+Progress goes to an optional callback, as ``steps.Progress``: at every
 step and after every batch, then Completed or Failed. ``apply_archive`` applies
 an archive without a Backup (the ``controlplane-backup`` command line), and
 counts objects applied instead.
@@ -50,28 +50,36 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import IO, Any
 
-from provider.backup import archive, compat, restore_steps
-from provider.backup.archive import ResourceType
-from provider.backup.backups import BACKUPS, COMPLETED, StoreFactory, check_storage, storage_spec
-from provider.backup.export import api_resource, owned_by_crossplane, reinstalled, restorable
-from provider.backup.restore_steps import COMPLETED as RESTORE_COMPLETED
-from provider.backup.restore_steps import (
+from provider.backup.controllers.backups import (
+    BACKUPS,
+    COMPLETED,
+    StoreFactory,
+    check_storage,
+    storage_spec,
+)
+from provider.backup.format import archive
+from provider.backup.format.archive import ResourceType
+from provider.backup.restore import compat
+from provider.backup.restore import steps as restore_steps
+from provider.backup.restore.steps import COMPLETED as RESTORE_COMPLETED
+from provider.backup.restore.steps import (
     IN_PROGRESS,
     UNPAUSE,
     Step,
     plan,
     resume_point,
 )
-from provider.backup.source_versions import reported_crossplane
-from provider.backup.storage import (
+from provider.backup.source.export import api_resource, owned_by_crossplane, reinstalled, restorable
+from provider.backup.source.versions import reported_crossplane
+from provider.backup.storage.s3 import (
     STS_AUDIENCE,
     AssumeRoleWith,
     StorageError,
     StorageSpec,
     Store,
 )
-from provider.backup.tenancy import EndpointPolicy, TenancyError, check_key
-from provider.backup.web_identity import (
+from provider.backup.storage.tenancy import EndpointPolicy, TenancyError, check_key
+from provider.backup.storage.web_identity import (
     IRSA_ANNOTATION,
     POD_IRSA_SOURCE,
     WebIdentityPolicy,

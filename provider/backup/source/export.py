@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from provider.backup.archive import ArchiveWriter, ResourceType, Summary
-from provider.backup.source_versions import source_versions
+from provider.backup.format.archive import ArchiveWriter, ResourceType, Summary
+from provider.backup.source.versions import source_versions
 from provider.kube import CRDS, Cluster, LimitExceededError, ListBounds, Resource
 
 if TYPE_CHECKING:
@@ -309,7 +309,7 @@ async def write_archive(
     """Export ``cluster`` into ``sink`` as a whole archive, ``export.yaml`` last.
 
     ``export.yaml`` records the versions ``cluster`` runs
-    (``source_versions``): ``crossplane_version``, when given, is the Space's
+    (``versions.source_versions``): ``crossplane_version``, when given, is the Space's
     word for a hosted control plane, and wins over the control plane's own.
 
     On an error nothing more reaches ``sink`` (see ``ArchiveWriter.discard``): the

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from provider.backup.storage import StoredObject
+from provider.backup.storage.s3 import StoredObject
 from provider.runtime.timestamps import format_timestamp, parse_timestamp
 
 _NEVER = datetime.min.replace(tzinfo=UTC)

@@ -1,6 +1,6 @@
 """The BackupSchedule controller: makes Backups when they are due, prunes expired ones.
 
-The decisions are ``backup.plan``'s and ``backup.final``'s; this module reads
+The decisions are ``plan``'s and ``final``'s; this module reads
 and writes the objects. Backups are named after the firing time they are for,
 so a controller restarted around a due time never makes two.
 
@@ -30,8 +30,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from provider import kube
-from provider.backup import final, last_backup
-from provider.backup.backups import (
+from provider.backup.controllers import final, last_backup
+from provider.backup.controllers.backups import (
     BACKUP_SCHEDULES,
     BACKUPS,
     SCHEDULE_LABEL,
@@ -39,10 +39,10 @@ from provider.backup.backups import (
     check_storage,
     controller_of,
 )
-from provider.backup.cron import Cron, CronError
-from provider.backup.plan import BackupRecord, SchedulePlan, parse_ttl, plan
-from provider.backup.retention import DELETION_POLICY_ANNOTATION, RETAIN, DeletionPolicy
-from provider.backup.tenancy import EndpointPolicy, TenancyError
+from provider.backup.controllers.cron import Cron, CronError
+from provider.backup.controllers.plan import BackupRecord, SchedulePlan, parse_ttl, plan
+from provider.backup.controllers.retention import DELETION_POLICY_ANNOTATION, RETAIN, DeletionPolicy
+from provider.backup.storage.tenancy import EndpointPolicy, TenancyError
 from provider.events import EventRecorder
 from provider.kube import Cluster
 from provider.managed.reconciler import Result

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from fractions import Fraction
 
-from provider.backup.cron import Cron
+from provider.backup.controllers.cron import Cron
 
 COMPLETED = "Completed"
 FAILED = "Failed"

@@ -26,7 +26,7 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
-from provider.backup.plan import FINISHED_PHASES, parse_ttl
+from provider.backup.controllers.plan import FINISHED_PHASES, parse_ttl
 from provider.runtime.timestamps import parse_timestamp
 
 SCHEDULE_KIND = "BackupSchedule"

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from provider.backup.archive import METADATA_FILE, Manifest
+from provider.backup.format.archive import METADATA_FILE, Manifest
 
 CLUSTER_SCOPED = "(cluster)"
 _HEADERS = ("KIND", "GROUP", "NAMESPACE", "OBJECTS")

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
 
-from provider.backup.plan import COMPLETED, FAILED, stamped_name
+from provider.backup.controllers.plan import COMPLETED, FAILED, stamped_name
 
 FINAL_INFIX = "-final"
 

@@ -1,7 +1,7 @@
 """What a restore would do to a control plane, found without changing it.
 
 ``controlplane-backup restore --dry-run`` walks a verified archive in the
-restore's own order (``restore_steps.order``, ``restore.parsed_batches``) and asks
+restore's own order (``steps.order``, ``restorer.parsed_batches``) and asks
 the API server for each object: a GET for what is live, and a server-side
 apply with ``dryRun=All`` as the restore's field manager for what the restore
 would leave, admitted, defaulted and merged, with nothing stored. Each object
@@ -24,10 +24,10 @@ from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import IO, Any, Literal
 
-from provider.backup import archive, diff
-from provider.backup.archive import ResourceType
-from provider.backup.export import api_resource, owned_by_crossplane, reinstalled
-from provider.backup.restore import (
+from provider.backup.format import archive
+from provider.backup.format.archive import ResourceType
+from provider.backup.restore import diff
+from provider.backup.restore.restorer import (
     FIELD_MANAGER,
     ObjectKey,
     Progress,
@@ -35,7 +35,8 @@ from provider.backup.restore import (
     parsed_batches,
     repoint_owners,
 )
-from provider.backup.restore_steps import order
+from provider.backup.restore.steps import order
+from provider.backup.source.export import api_resource, owned_by_crossplane, reinstalled
 from provider.kube import CRDS, Cluster, KubeError
 from provider.managed import meta
 

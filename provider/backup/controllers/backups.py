@@ -6,7 +6,7 @@ upload and is retried with backoff up to ``MAX_ATTEMPTS``; nothing is marked
 Completed without a complete object.
 
 Deleting a Backup deletes its archive only under ``deletionPolicy: Delete``
-(``backup.retention`` says which policy is in force; such a Backup holds a
+(``retention`` says which policy is in force; such a Backup holds a
 finalizer for it), and not when its controlling schedule is being deleted or
 gone: a Backup deleted by the garbage collector's cascade keeps its archive,
 which the bucket's lifecycle rule expires. A finished Backup with a ttl is
@@ -25,20 +25,25 @@ from typing import Any
 
 from provider import kube
 from provider import kubeconfig as kubeconfig_rules
-from provider.backup.archive import Summary
-from provider.backup.export import ReadLimits, write_archive
-from provider.backup.last_backup import BACKUP_FAILED
-from provider.backup.retention import DeletionPolicy, deletion_policy, expires_at, read_life
-from provider.backup.source import (
+from provider.backup.controllers.last_backup import BACKUP_FAILED
+from provider.backup.controllers.retention import (
+    DeletionPolicy,
+    deletion_policy,
+    expires_at,
+    read_life,
+)
+from provider.backup.format.archive import Summary
+from provider.backup.source.connection_secret import (
     CONTROL_PLANE_HOST_NOT_ALLOWED,
     KUBECONFIG_NOT_ALLOWED,
     SourceRefusedError,
     check_connection_secret,
     connection_secret_name,
 )
-from provider.backup.storage import AssumeRoleWith, StorageError, StorageSpec, Store
-from provider.backup.tenancy import EndpointPolicy, TenancyError, check_prefix
-from provider.backup.web_identity import WebIdentityPolicy
+from provider.backup.source.export import ReadLimits, write_archive
+from provider.backup.storage.s3 import AssumeRoleWith, StorageError, StorageSpec, Store
+from provider.backup.storage.tenancy import EndpointPolicy, TenancyError, check_prefix
+from provider.backup.storage.web_identity import WebIdentityPolicy
 from provider.events import EventRecorder
 from provider.kube import Cluster, KubeError, LimitExceededError, Resource
 from provider.kubeconfig import ControlPlaneHosts, KubeconfigError
@@ -88,7 +93,7 @@ def storage_spec(storage: Mapping[str, Any], namespace: str) -> StorageSpec:
     """A Backup's or schedule's ``spec.storage`` as a StorageSpec bound to its namespace.
 
     The namespace is the ExternalId of the role assumption: each team's role
-    trusts only its own namespace's (see ``backup.tenancy``).
+    trusts only its own namespace's (see ``storage.tenancy``).
     """
     return StorageSpec(
         bucket=str(storage.get("bucket") or ""),

@@ -2,11 +2,11 @@
 
 An Instance created with ``spec.forProvider.initialRestorationFrom`` is
 restored once its control plane is available. The restore runs in the
-provider's restore pool (``restore_pool``), apart from the reconcile: the
+provider's restore pool (``restore.pool``), apart from the reconcile: the
 reconcile starts it, and at each reconcile copies where it stands into
 ``status.atProvider.restore`` (phase, step, objects applied of total, start
 time) and a ``Restored`` condition. The pool wakes the Instance at a bounded
-rate (``restore_steps.Throttle``) while the restore moves, so a person or a
+rate (``restore.steps.Throttle``) while the restore moves, so a person or a
 tool watching it sees it move, and once more at its end. The record is also
 where a restore interrupted by a restart resumes from.
 
@@ -30,10 +30,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from provider import kube
-from provider.backup.compat import Compatibility
-from provider.backup.restore import RestoreError, Restorer
-from provider.backup.restore_pool import DeadlineExceededError, Key, RestorePool, Wake
-from provider.backup.restore_steps import (
+from provider.backup.restore.compat import Compatibility
+from provider.backup.restore.pool import DeadlineExceededError, Key, RestorePool, Wake
+from provider.backup.restore.restorer import RestoreError, Restorer
+from provider.backup.restore.steps import (
     COMPLETED,
     IN_PROGRESS,
     RESTORED,

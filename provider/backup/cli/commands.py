@@ -2,14 +2,14 @@
 
 For a platform engineer, like ``velero`` or ``up controlplane migration``, with
 the controllers' own code: ``export`` writes the archive a Backup writes
-(``export.write_archive``), ``verify`` and ``describe`` check it as a restore
-does (``archive.verify`` with ``export.restorable`` and the same ``Limits``),
-and ``restore`` applies it as the provider does (``restore.apply_archive``),
+(``source.export.write_archive``), ``verify`` and ``describe`` check it as a restore
+does (``archive.verify`` with ``source.export.restorable`` and the same ``Limits``),
+and ``restore`` applies it as the provider does (``restore.restorer.apply_archive``),
 or with ``--dry-run`` shows what it would create, change or leave unchanged
-(``dryrun``). ``restore`` first holds the archive's Crossplane version
-against the one the control plane reports (``restore.target_compatibility``)
+(``restore.dryrun``). ``restore`` first holds the archive's Crossplane version
+against the one the control plane reports (``restore.restorer.target_compatibility``)
 and refuses an older minor unless ``--force``. An archive is a local file or
-``s3://bucket/key``, reached through ``storage`` with the pod-identity chain
+``s3://bucket/key``, reached through ``storage.s3`` with the pod-identity chain
 the controllers use (the standard AWS environment, then ``--role-arn``).
 
 The kubeconfig is the engineer's own and trusted, as ``--kubeconfig`` is for
@@ -38,13 +38,14 @@ from typing import IO, Any, TypeVar
 
 import click
 
-from provider.backup import archive, inventory, listing
-from provider.backup.backups import BACKUPS
-from provider.backup.dryrun import DryRun
-from provider.backup.export import estimate, restorable, write_archive
-from provider.backup.progress import Progress
-from provider.backup.restore import RestoreError, apply_archive, target_compatibility
-from provider.backup.storage import AssumeRoleWith, StorageError, StorageSpec, Store
+from provider.backup.cli import listing
+from provider.backup.cli.progress import Progress
+from provider.backup.controllers.backups import BACKUPS
+from provider.backup.format import archive, inventory
+from provider.backup.restore.dryrun import DryRun
+from provider.backup.restore.restorer import RestoreError, apply_archive, target_compatibility
+from provider.backup.source.export import estimate, restorable, write_archive
+from provider.backup.storage.s3 import AssumeRoleWith, StorageError, StorageSpec, Store
 from provider.kube import Cluster, KubeError
 
 COMMAND = "controlplane-backup"

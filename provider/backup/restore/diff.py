@@ -16,7 +16,7 @@ from typing import Any
 
 import yaml
 
-from provider.backup.archive import strip
+from provider.backup.format.archive import strip
 
 MASK = "***"
 _SECRET_FIELDS = ("data", "stringData")

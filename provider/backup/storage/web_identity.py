@@ -39,7 +39,7 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
-from provider.backup.tenancy import TenancyError
+from provider.backup.storage.tenancy import TenancyError
 
 DEFAULT_PARTITION = "aws"
 # What --web-identity-role-account takes to turn WebIdentity off whatever the pod has.

@@ -31,7 +31,7 @@ import logging
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
-from provider.backup.archive import SourceVersions
+from provider.backup.format.archive import SourceVersions
 from provider.kube import Cluster, KubeError, Resource
 from provider.model import InvalidError, parse
 

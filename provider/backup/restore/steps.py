@@ -17,8 +17,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
-from provider.backup import archive
-from provider.backup.archive import ResourceType
+from provider.backup.format import archive
+from provider.backup.format.archive import ResourceType
 
 Phase = Literal["InProgress", "Completed", "Failed"]
 IN_PROGRESS: Phase = "InProgress"
