@@ -29,6 +29,10 @@ FAILURE_CONDITIONS = (
 WAITING_REASONS = frozenset(
     {"Creating", "Deleting", "ReconcilePaused", "Progressing", "DependencyNotReady"}
 )
+READY = "Ready"
+# What a Resource reads of its conditions, in one walk.
+_READ = frozenset({READY, *(type_ for type_, _ in FAILURE_CONDITIONS)})
+_CONDITIONS = ("status", "conditions")
 
 
 @dataclass(frozen=True)
@@ -68,7 +72,30 @@ def dig(obj: Mapping[str, Any], *path: str) -> Any:
 
 def condition(obj: Mapping[str, Any], type_: str) -> Condition:
     """Return the object's condition of ``type_``; Unknown when it has none."""
-    found = item_where(obj, ("status", "conditions"), "type", type_)
+    return _condition(type_, item_where(obj, _CONDITIONS, "type", type_))
+
+
+def conditions_by_type(
+    obj: Mapping[str, Any], types: frozenset[str]
+) -> dict[str, Mapping[str, Any]]:
+    """The object's conditions of ``types``, unread, by type: one walk of its conditions."""
+    # A view of a protobuf Struct finds them in its own fields, wrapping only those found.
+    find = getattr(obj, "items_by", None)
+    if find is not None:
+        found: dict[str, Mapping[str, Any]] = find(_CONDITIONS, "type", types)
+        return found
+    items = dig(obj, *_CONDITIONS)
+    by_type: dict[str, Mapping[str, Any]] = {}
+    for item in items if isinstance(items, list) else ():
+        get = getattr(item, "get", None)
+        type_ = get("type") if get is not None else None
+        if type_ in types and type_ not in by_type:
+            by_type[type_] = item
+    return by_type
+
+
+def _condition(type_: str, found: Mapping[str, Any] | None) -> Condition:
+    """The condition ``found`` (one of an object's conditions) as a Condition; Unknown if None."""
     if found is None:
         return Condition(type=type_)
     # A view of a protobuf Struct reads each text with one call into upb.
@@ -110,21 +137,23 @@ class Resource:
     # A plain class with slots, not a frozen dataclass: one is made for every
     # observed resource of every request, and a frozen dataclass's __init__
     # costs three times as much.
-    __slots__ = ("_failure", "body", "connection_details", "ready")
+    __slots__ = ("_conditions", "_failure", "body", "connection_details", "ready")
 
     def __init__(
         self, body: Mapping[str, Any], connection_details: Mapping[str, bytes] | None = None
     ) -> None:
         """Wrap ``body`` and read its Ready condition.
 
-        Every composition asks every observed resource whether it is ready, so
-        the condition is read here, once.
+        Every composition asks every observed resource whether it is ready, and
+        whether it failed, so its conditions are found here, in one walk; Ready
+        is read at once, the others when ``failure`` is asked.
         """
         self.body = body
         self.connection_details: Mapping[str, bytes] = (
             {} if connection_details is None else connection_details
         )
-        self.ready = condition(body, "Ready")
+        self._conditions = conditions_by_type(body, _READ)
+        self.ready = _condition(READY, self._conditions.get(READY))
         self._failure: Condition | None = _UNREAD
 
     def failure(self) -> Condition | None:
@@ -139,7 +168,10 @@ class Resource:
 
     def _read_failure(self) -> Condition | None:
         for type_, failed in FAILURE_CONDITIONS:
-            found = condition(self.body, type_)
+            item = self._conditions.get(type_)
+            if item is None:
+                continue
+            found = _condition(type_, item)
             if found.status == failed and found.reason not in WAITING_REASONS:
                 return found
         ready = self.ready
