@@ -29,9 +29,8 @@ FAILURE_CONDITIONS = (
 WAITING_REASONS = frozenset(
     {"Creating", "Deleting", "ReconcilePaused", "Progressing", "DependencyNotReady"}
 )
-READY = "Ready"
-# What a Resource reads of its conditions, in one walk.
-_READ = frozenset({READY, *(type_ for type_, _ in FAILURE_CONDITIONS)})
+# What a Resource reads of its conditions, in one walk, when asked whether it failed.
+_FAILURE_TYPES = frozenset(type_ for type_, _ in FAILURE_CONDITIONS)
 _CONDITIONS = ("status", "conditions")
 
 
@@ -94,6 +93,12 @@ def conditions_by_type(
     return by_type
 
 
+def _status(found: Mapping[str, Any]) -> str:
+    """The status of one of an object's conditions (one call into upb for a view)."""
+    text = getattr(found, "text", None)
+    return text("status", "Unknown") if text is not None else str(found.get("status", "Unknown"))
+
+
 def _condition(type_: str, found: Mapping[str, Any] | None) -> Condition:
     """The condition ``found`` (one of an object's conditions) as a Condition; Unknown if None."""
     if found is None:
@@ -137,43 +142,43 @@ class Resource:
     # A plain class with slots, not a frozen dataclass: one is made for every
     # observed resource of every request, and a frozen dataclass's __init__
     # costs three times as much.
-    __slots__ = ("_conditions", "_failure", "body", "connection_details", "ready")
+    __slots__ = ("_failure", "body", "connection_details", "ready")
 
     def __init__(
         self, body: Mapping[str, Any], connection_details: Mapping[str, bytes] | None = None
     ) -> None:
         """Wrap ``body`` and read its Ready condition.
 
-        Every composition asks every observed resource whether it is ready, and
-        whether it failed, so its conditions are found here, in one walk; Ready
-        is read at once, the others when ``failure`` is asked.
+        Every composition asks every observed resource whether it is ready, so
+        the condition is read here, once.
         """
         self.body = body
         self.connection_details: Mapping[str, bytes] = (
             {} if connection_details is None else connection_details
         )
-        self._conditions = conditions_by_type(body, _READ)
-        self.ready = _condition(READY, self._conditions.get(READY))
+        self.ready = condition(body, "Ready")
         self._failure: Condition | None = _UNREAD
 
     def failure(self) -> Condition | None:
         """The first condition by which the object says it failed; None when none does.
 
         ``FAILURE_CONDITIONS`` in their order, then Ready=False, each unless its
-        reason is one of ``WAITING_REASONS``. Read when first asked, then kept.
+        reason is one of ``WAITING_REASONS``. Read when first asked, in one walk
+        of the conditions and only the status of those found, then kept.
         """
         if self._failure is _UNREAD:
             self._failure = self._read_failure()
         return self._failure
 
     def _read_failure(self) -> Condition | None:
+        found = conditions_by_type(self.body, _FAILURE_TYPES)
         for type_, failed in FAILURE_CONDITIONS:
-            item = self._conditions.get(type_)
-            if item is None:
+            item = found.get(type_)
+            if item is None or _status(item) != failed:
                 continue
-            found = _condition(type_, item)
-            if found.status == failed and found.reason not in WAITING_REASONS:
-                return found
+            said = _condition(type_, item)
+            if said.reason not in WAITING_REASONS:
+                return said
         ready = self.ready
         if ready.status == "False" and ready.reason not in WAITING_REASONS:
             return ready
