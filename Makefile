@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: example test help lint typecheck tools images release sandbox bench clean
+.PHONY: example test help lint typecheck docs tools images release sandbox bench clean
 
 example: $(STAMP) ## Render the example composite through the real function.
 	$(BIN)/function-controlplane render
@@ -25,6 +25,9 @@ lint: $(STAMP) ## ruff check and ruff format --check.
 
 typecheck: $(STAMP) ## mypy --strict.
 	$(BIN)/mypy
+
+docs: $(STAMP) ## Write docs/reference and docs/configuration.md's tables from the schemas and flags.
+	$(BIN)/python -m tools.docs
 
 tools: ## Build the Go tools the tests drive (cached in .tools/bin).
 	tools/build.sh

@@ -128,10 +128,52 @@ def _target(composite: Mapping[str, Any], spec: ControlPlaneSpec, settings: Inpu
     namespace = dig(composite, "metadata", "namespace")
     if namespace:
         return Target(spec, settings, Names.of(namespace, name), legacy=False)
-    # A legacy composite is cluster scoped: its objects go to its claim's namespace.
+    return Target(
+        spec, settings, Names.of(_legacy_namespace(composite, spec, settings), name), legacy=True
+    )
+
+
+def _legacy_namespace(composite: Mapping[str, Any], spec: ControlPlaneSpec, settings: Input) -> str:
+    """The namespace a legacy (cluster-scoped) composite's objects go to: its claim's.
+
+    Crossplane binds the composite to its claim in ``spec.claimRef``; the label
+    is a copy anyone who may create the composite can write, so it never
+    chooses. A composite with no claim may not read a namespace's git
+    credentials or Backups: without ``source`` and ``restore`` it composes into
+    the input's namespace.
+
+    Raises:
+        InvalidError: the label disagrees with the claim, or an unclaimed
+            composite asks for a source or a restore.
+    """
+    claimed = dig(composite, "spec", "claimRef", "namespace")
     labels = dig(composite, "metadata", "labels") or {}
-    namespace = labels.get(CLAIM_NAMESPACE_LABEL) or settings.legacy.namespace
-    return Target(spec, settings, Names.of(namespace, name), legacy=True)
+    label = labels.get(CLAIM_NAMESPACE_LABEL)
+    if claimed and isinstance(claimed, str):
+        if label is not None and label != claimed:
+            msg = (
+                f"metadata.labels[{CLAIM_NAMESPACE_LABEL}]: must be the namespace of the claim "
+                "the composite is bound to (spec.claimRef.namespace)"
+            )
+            raise InvalidError(msg)
+        return claimed
+    asked = [
+        field for field, value in (("source", spec.source), ("restore", spec.restore)) if value
+    ]
+    if asked:
+        fields = " and ".join(f"spec.{field}" for field in asked)
+        msg = (
+            f"spec.claimRef: a legacy composite with {fields} must be bound to a claim "
+            "(it is composed only into its claim's namespace)"
+        )
+        raise InvalidError(msg)
+    if label is not None:
+        msg = (
+            f"metadata.labels[{CLAIM_NAMESPACE_LABEL}]: names a claim's namespace but the "
+            "composite is bound to no claim (spec.claimRef)"
+        )
+        raise InvalidError(msg)
+    return settings.legacy.namespace
 
 
 class _Composition:

@@ -23,15 +23,22 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
-from function import allowlists, rules
+from function import allowlists, expressions, rules
 
 INPUT_API_VERSION = "controlplane.fn.acme.io/v1beta1"
 INPUT_KIND = "Input"
 MINIMUM_SYNC_INTERVAL = timedelta(seconds=10)
 # Each stage is a Kustomization reconciled on every interval: a bound keeps one
-# composite from loading Flux without limit.
+# composite from loading Flux without limit. The input's source.maxStages may
+# lower it, never raise it.
 MAX_STAGES = 8
+# How long a team's stage may hold one of kustomize-controller's workers
+# waiting for its health checks, unless the input says otherwise.
+DEFAULT_MAX_TIMEOUT = "30m"
 MAX_EXPRESSION_LENGTH = 4096
+# Every team's expressions are parsed by this function on one server: a composite's
+# together stay within this many characters (a few hundred milliseconds to parse).
+MAX_TEAM_CHARACTERS = 16_384
 
 # The platform variables the function sets in every Kustomization's postBuild.substitute.
 CONTROLPLANE_NAME = "CONTROLPLANE_NAME"
@@ -417,6 +424,12 @@ class SourceSettings(_Strict):
     )
     # Health checks added to the Crossplane-aware defaults of every Kustomization.
     health_check_exprs: Annotated[tuple[HealthCheckExpr, ...], Field(max_length=64)] = ()
+    # The largest stage or source timeout a team may ask for: a stage waiting for
+    # its health checks holds a kustomize-controller worker that long.
+    max_timeout: Duration = DEFAULT_MAX_TIMEOUT
+    max_stages: Annotated[int, Field(ge=1, le=MAX_STAGES)] = MAX_STAGES
+    # A security switch: false refuses every health check a team writes.
+    team_health_checks: StrictBool = True
 
     @field_validator("variables")
     @classmethod
@@ -544,6 +557,75 @@ def _check_team_variables(source: Source, settings: Input) -> None:
             raise InvalidError(msg)
 
 
+def _check_source_bounds(source: Source, settings: SourceSettings) -> None:
+    """Hold a team's sync to the operator's bounds on the shared Flux controllers.
+
+    Stages per composite, every timeout, and the health expressions, which
+    kustomize-controller evaluates in its own memory (``function.expressions``).
+
+    Raises:
+        InvalidError: naming the first field out of bounds and the bound.
+    """
+    stages = source.stages or ()
+    if len(stages) > settings.max_stages:
+        msg = (
+            f"spec.source.stages: at most {settings.max_stages} stages "
+            f"(the input's source.maxStages; got {len(stages)})"
+        )
+        raise InvalidError(msg)
+    most = rules.parse_duration(settings.max_timeout)
+    timeouts = [("spec.source.timeout", source.timeout)] + [
+        (f"spec.source.stages[{index}].timeout", stage.timeout)
+        for index, stage in enumerate(stages)
+        if stage.timeout is not None
+    ]
+    for path, timeout in timeouts:
+        if rules.parse_duration(timeout) > most:
+            msg = (
+                f"{path}: must be at most {settings.max_timeout}, the input's "
+                f"source.maxTimeout (got {timeout})"
+            )
+            raise InvalidError(msg)
+    written = sum(
+        len(expression)
+        for stage in stages
+        for check in stage.health_check_exprs
+        for expression in (check.current, check.in_progress, check.failed)
+        if expression is not None
+    )
+    if written > MAX_TEAM_CHARACTERS:
+        msg = (
+            f"spec.source.stages: the stages' health expressions hold {written} characters, "
+            f"more than the {MAX_TEAM_CHARACTERS} a composite may have checked"
+        )
+        raise InvalidError(msg)
+    for index, stage in enumerate(stages):
+        _check_team_expressions(f"spec.source.stages[{index}]", stage, settings)
+
+
+# The expressions of a health check, as the composite spells their fields.
+_EXPRESSION_FIELDS = (("current", "current"), ("in_progress", "inProgress"), ("failed", "failed"))
+
+
+def _check_team_expressions(path: str, stage: Stage, settings: SourceSettings) -> None:
+    if stage.health_check_exprs and not settings.team_health_checks:
+        msg = (
+            f"{path}.healthCheckExprs: the platform takes no team health checks "
+            "(the input's source.teamHealthChecks is false)"
+        )
+        raise InvalidError(msg)
+    for index, check in enumerate(stage.health_check_exprs):
+        for attribute, field in _EXPRESSION_FIELDS:
+            expression = getattr(check, attribute)
+            if expression is None:
+                continue
+            try:
+                expressions.check(expression)
+            except expressions.RefusedError as error:
+                msg = f"{path}.healthCheckExprs[{index}].{field}: {error}"
+                raise InvalidError(msg) from None
+
+
 BUCKET_NOT_ALLOWED = (
     "spec.backup.bucket.name: must be an existing bucket the function input's "
     "backup.allowedBuckets allows (none unless the operator lists them); "
@@ -565,6 +647,7 @@ def check_allowed(spec: ControlPlaneSpec, settings: Input) -> None:
     """
     if spec.source is not None:
         _check_team_variables(spec.source, settings)
+        _check_source_bounds(spec.source, settings.source)
         try:
             allowlists.check_source_url(
                 spec.source.url,

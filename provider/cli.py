@@ -268,7 +268,10 @@ COMMON_FLAGS: list[Flag] = [
         "-l",
         envvar="LEADER_ELECTION",
         show_envvar=True,
-        help="Run only while holding the Lease.",
+        help=(
+            "Run only while holding a coordination.k8s.io Lease named after the command "
+            "(controlplane-provider or controlplane-backup-controller)."
+        ),
     ),
     click.option(
         "--leader-election-namespace",

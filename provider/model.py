@@ -127,6 +127,33 @@ class Credentials(_Model):
     secret_ref: SecretKeySelector
 
 
+def credentials_namespace(kind: str, name: str, selector: SecretKeySelector, own: str) -> str:
+    """The namespace of a provider config's kubeconfig Secret, for an Instance in ``own``.
+
+    A ClusterProviderConfig's Secret is the operator's: its namespace is
+    required and never taken from the Instance, or a team would have its own
+    Secret read and trusted as the operator's Space kubeconfig. A namespaced
+    ProviderConfig may only use a Secret of its own namespace (its default).
+
+    Raises:
+        InvalidError: naming the config and the field.
+    """
+    field = "spec.spaces.credentials.secretRef.namespace"
+    if kind == "ClusterProviderConfig":
+        if not selector.namespace:
+            msg = (
+                f"ClusterProviderConfig {name}: {field} is required: a cluster-scoped config "
+                "never reads a Secret of the Instance's namespace"
+            )
+            raise InvalidError(msg)
+        return selector.namespace
+    found = selector.namespace or own
+    if found != own:
+        msg = f"ProviderConfig {name}: {field} must be {own!r}, its own namespace (got {found!r})"
+        raise InvalidError(msg)
+    return found
+
+
 class SpacesSettings(_Model):
     """The Space: its kubeconfig, and the group (namespace) ControlPlanes are made in."""
 

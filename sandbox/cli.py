@@ -19,6 +19,7 @@ from types import FrameType
 
 import click
 
+from sandbox import quickstart
 from sandbox.launcher import ImageLauncher, Launcher, VirtualenvLauncher
 from sandbox.paths import REPO_ROOT
 from sandbox.platform import Platform
@@ -50,6 +51,11 @@ spec:
     path: ./clusters/sandbox
     interval: 1m
 """
+
+
+def _shown(path: Path) -> str:
+    """A path of the repository, as from its root."""
+    return path.relative_to(REPO_ROOT).as_posix()
 
 
 def _launcher(from_images: bool) -> Launcher:
@@ -110,6 +116,7 @@ def up(workdir: Path | None, no_build: bool, from_images: bool) -> None:
             repository.commit(EXAMPLE_FILES, "An example for the sandbox")
             example = workdir / "controlplane.yaml"
             example.write_text(_example("team-demo", repository.url))
+            team_quickstart = quickstart.prepare(platform.git, workdir)
             kubeconfig = platform.kubeconfig
             click.echo(
                 f"""
@@ -125,6 +132,12 @@ Try:
   kubectl -n team-demo get secret demo-kubeconfig -o jsonpath='{{.data.kubeconfig}}' \\
     | base64 -d > demo.kubeconfig   # the team's control plane; Flux put a ConfigMap there
   kubectl --kubeconfig demo.kubeconfig get crds   # Crossplane runs there too: install packages
+
+A team's first ControlPlane, with two stages and backups ({_shown(quickstart.EXAMPLE)}; its
+README says what to expect):
+
+  kubectl apply -f {team_quickstart}
+  kubectl -n team-a get controlplanes.platform.acme.io myctp -w
 
 Logs are in {workdir}. Ctrl-C stops everything.""",
                 nl=True,

@@ -26,6 +26,8 @@ class ControllerManager:
     server: APIServer
     workdir: Path
     process: Process | None = None
+    # Which of its controllers run (a test of ResourceQuotas adds the quota controller).
+    controllers: tuple[str, ...] = CONTROLLERS
 
     def start(self) -> None:
         """Start it; it is ready when its informers sync, which nothing here waits for."""
@@ -42,7 +44,7 @@ class ControllerManager:
                 f"--kubeconfig={kubeconfig}",
                 f"--authentication-kubeconfig={kubeconfig}",
                 f"--authorization-kubeconfig={kubeconfig}",
-                f"--controllers={','.join(CONTROLLERS)}",
+                f"--controllers={','.join(self.controllers)}",
                 "--leader-elect=false",
                 "--bind-address=127.0.0.1",
                 f"--secure-port={free_port()}",

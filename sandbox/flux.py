@@ -37,6 +37,12 @@ def _healthy(port: int) -> bool:
         return False
 
 
+# What the platform requires of kustomize-controller (the Security model): no
+# kustomization.yaml may fetch a remote base past source.allowedHosts, and no
+# Kustomization may reach another namespace's source or Secrets.
+REQUIRED_KUSTOMIZE_FLAGS = ("--no-remote-bases=true", "--no-cross-namespace-refs=true")
+
+
 @dataclass
 class _Controller:
     name: str
@@ -45,20 +51,28 @@ class _Controller:
     metrics_port: int = field(default_factory=free_port)
     health_port: int = field(default_factory=free_port)
     process: Process | None = None
+    # A cgroup (its folder) the controller runs in from its first instruction.
+    cgroup: Path | None = None
 
     def start(self, server: APIServer, workdir: Path) -> None:
         if not self.binary.is_file():
             target = self.name.replace("-", "_")
             raise FileNotFoundError(f"{self.binary} is missing: run tools/build.sh {target}")
+        argv = [
+            str(self.binary),
+            f"--metrics-addr={_LOOPBACK}:{self.metrics_port}",
+            f"--health-addr={_LOOPBACK}:{self.health_port}",
+            "--log-level=info",
+            *self.flags,
+        ]
+        if self.cgroup is not None:
+            # The shell joins the cgroup and execs the controller in its place, as a
+            # container's runtime does: the limit holds the controller's pid itself.
+            join = 'echo $$ > "$0/cgroup.procs" && exec "$@"'
+            argv = ["/bin/sh", "-c", join, str(self.cgroup), *argv]
         self.process = Process(
             self.name,
-            [
-                str(self.binary),
-                f"--metrics-addr={_LOOPBACK}:{self.metrics_port}",
-                f"--health-addr={_LOOPBACK}:{self.health_port}",
-                "--log-level=info",
-                *self.flags,
-            ],
+            argv,
             workdir / f"{self.name}.log",
             env={"KUBECONFIG": str(server.kubeconfig_path), "RUNTIME_NAMESPACE": NAMESPACE},
         )
@@ -72,6 +86,10 @@ class Flux:
     server: APIServer
     workdir: Path
     controllers: list[_Controller] = field(default_factory=list)
+    # More kustomize-controller flags (--concurrent, --feature-gates), after the platform's.
+    kustomize_flags: tuple[str, ...] = ()
+    # A cgroup to run kustomize-controller in (a memory limit, as a pod's).
+    kustomize_cgroup: Path | None = None
 
     def install(self) -> None:
         """Install the Flux CRDs and namespace, and wait until they are served."""
@@ -100,7 +118,8 @@ class Flux:
             _Controller(
                 "kustomize-controller",
                 KUSTOMIZE_CONTROLLER_BIN,
-                ["--no-remote-bases=true", "--requeue-dependency=5s"],
+                [*REQUIRED_KUSTOMIZE_FLAGS, "--requeue-dependency=5s", *self.kustomize_flags],
+                cgroup=self.kustomize_cgroup,
             ),
         ]
         for controller in self.controllers:
@@ -110,6 +129,14 @@ class Flux:
     def processes(self) -> list[Process]:
         """The running controllers' processes."""
         return [c.process for c in self.controllers if c.process is not None]
+
+    @property
+    def kustomize_controller(self) -> Process:
+        """kustomize-controller's process, once started."""
+        found = next(c.process for c in self.controllers if c.name == "kustomize-controller")
+        if found is None:
+            raise RuntimeError("kustomize-controller is not started")
+        return found
 
     def stop(self) -> None:
         """Stop both controllers."""

@@ -11,6 +11,7 @@ import yaml
 from function.observed import Observed, Resource
 
 COMPOSITION_RESOURCE_NAME = "crossplane.io/composition-resource-name"
+CLAIM_NAMESPACE_LABEL = "crossplane.io/claim-namespace"
 ROLE_ARN = "arn:aws:iam::123456789012:role/team-a-myctp-a8ef8cc7-backup"
 
 
@@ -35,12 +36,25 @@ def composite(
     if labels:
         metadata["labels"] = labels
     api_version = "platform.acme.io/v1alpha1" if namespace else "legacy.platform.acme.io/v1alpha1"
-    return {
+    body: dict[str, Any] = {
         "apiVersion": api_version,
         "kind": "ControlPlane" if namespace else "XControlPlane",
         "metadata": metadata,
         "spec": copy.deepcopy(spec) if spec is not None else {},
     }
+    claim_namespace = (labels or {}).get(CLAIM_NAMESPACE_LABEL)
+    if not namespace and claim_namespace:
+        # Crossplane binds a legacy composite to its claim with both the labels and this.
+        body["spec"].setdefault(
+            "claimRef",
+            {
+                "apiVersion": api_version,
+                "kind": "ControlPlane",
+                "name": (labels or {}).get("crossplane.io/claim-name", name),
+                "namespace": claim_namespace,
+            },
+        )
+    return body
 
 
 SOURCE = {"url": "https://github.com/acmeorg/myctp-source"}

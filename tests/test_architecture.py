@@ -97,8 +97,15 @@ class Boundary:
     exempt: tuple[str, ...] = ()
 
 
-EVERYTHING = ("function/**/*.py", "provider/**/*.py")
+EVERYTHING = ("function/**/*.py", "provider/**/*.py", "plan/**/*.py")
 AWS_STANDIN = ("sandbox/awsstandin/**/*.py",)
+PURE_PLAN = (
+    "plan/stages.py",
+    "plan/changes.py",
+    "plan/kinds.py",
+    "plan/health.py",
+    "plan/output.py",
+)
 # What a pure module must not import: a Kubernetes or S3 client, or a socket.
 NETWORK = ("kubernetes", "kubernetes_asyncio", "aiohttp", "boto3", "botocore", "socket", "ssl")
 PURE_FUNCTION = (
@@ -245,14 +252,19 @@ BOUNDARIES = [
         allowed=("provider.backup.controllers.backups",),
     ),
     Boundary(
-        reason="nothing but the backup command line imports it or the restore's dry run and diffs",
+        reason="nothing but the backup command line imports it or the restore's dry run and diffs "
+        "(and the plan the diffs)",
         files=EVERYTHING,
         forbidden=(
             "provider.backup.cli",
             "provider.backup.restore.dryrun",
             "provider.backup.restore.diff",
         ),
-        exempt=("provider/backup/cli/*.py", "provider/backup/restore/dryrun.py"),
+        exempt=(
+            "provider/backup/cli/*.py",
+            "provider/backup/restore/dryrun.py",
+            "plan/changes.py",
+        ),
     ),
     Boundary(
         reason="everything about backups lives in provider/backup",
@@ -292,6 +304,51 @@ BOUNDARIES = [
         files=AWS_STANDIN,
         forbidden=("boto3", "botocore"),
         exempt=("sandbox/awsstandin/cloud.py",),
+    ),
+    Boundary(
+        reason="the function and the provider never import the plan command",
+        files=("function/**/*.py", "provider/**/*.py"),
+        forbidden=("plan",),
+    ),
+    Boundary(
+        reason="the plan renders stages only through the function's pure composition",
+        files=("plan/**/*.py",),
+        forbidden=("function",),
+        allowed=(
+            *(module_name(path) for path in PURE_FUNCTION if "*" not in path),
+            "function.resources",
+        ),
+    ),
+    Boundary(
+        reason="the plan reaches Kubernetes only through provider kube, and nothing else "
+        "of the provider but the backup diff it shares",
+        files=("plan/**/*.py",),
+        forbidden=("provider",),
+        allowed=("provider.kube", "provider.backup.restore.diff", "provider.backup.format.archive"),
+    ),
+    Boundary(
+        reason="only plan live and the command talk to a cluster",
+        files=("plan/**/*.py",),
+        forbidden=("provider.kube",),
+        exempt=("plan/live.py", "plan/cli.py", "plan/planner.py"),
+    ),
+    Boundary(
+        reason="the plan's rules and output are pure: no cluster, process, git or network",
+        files=PURE_PLAN,
+        forbidden=(
+            "provider.kube",
+            "plan.live",
+            "plan.build",
+            "plan.checkout",
+            "plan.planner",
+            "plan.cli",
+            "subprocess",
+            "socket",
+            "ssl",
+            "aiohttp",
+            "kubernetes",
+            "boto3",
+        ),
     ),
     Boundary(
         reason="the AWS stand-in talks to Kubernetes only through provider kube",

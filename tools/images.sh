@@ -7,7 +7,8 @@
 #   tools/images.sh            build the images (skipped when nothing they are made of changed)
 #   tools/images.sh --force    build them even so
 #   tools/images.sh release    the images, then dist/: xpkgs with their runtime, image
-#                              tarballs, SBOMs and SHA256SUMS
+#                              tarballs, SBOMs, controlplane-plan for teams' CI (the
+#                              project's wheel and controlplane-plan-build) and SHA256SUMS
 #   tools/images.sh lock       re-resolve tools/image-requirements.txt from pyproject.toml
 #   tools/images.sh fingerprint  the hash of everything the images are made of
 #
@@ -251,6 +252,11 @@ release() {
   tar --create --file "${dist}/controlplane-images.oci.tar" --directory "${out}/oci" \
     --sort=name --mtime="@${SOURCE_DATE_EPOCH}" --owner=0 --group=0 --numeric-owner \
     --format=posix --pax-option=exthdr.name=%d/PaxHeaders/%f,delete=atime,delete=ctime .
+  # `controlplane-plan` for teams' CI: the project's wheel (its console script) and
+  # the Go program it builds stages with, for linux/amd64 as the images are.
+  "${root}/tools/build.sh" plan_build
+  cp "${root}/.tools/bin/controlplane-plan-build" "${dist}/controlplane-plan-build-linux-amd64"
+  "${python}" -m pip wheel --quiet --no-deps --wheel-dir "${dist}" "${root}"
   (cd "${dist}" && sha256sum -- * >SHA256SUMS)
   log "dist/: $(cd "${dist}" && ls | tr '\n' ' ')"
 }

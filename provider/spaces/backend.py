@@ -45,6 +45,7 @@ from provider.model import (
     InstanceSpec,
     InvalidError,
     ProviderConfigSpec,
+    credentials_namespace,
     parse,
 )
 from provider.spaces import desired, readiness
@@ -185,14 +186,10 @@ class SpacesConnector:
             ProviderConfigSpec, config.get("spec") or {}, f"{ref.kind} {ref.name} spec"
         )
         selector = settings.spaces.credentials.secret_ref
-        secret_namespace = selector.namespace or namespace
-        if ref.kind == "ProviderConfig" and secret_namespace != namespace:
-            # A namespaced config may only use secrets of its own namespace.
-            msg = (
-                f"ProviderConfig {ref.name}: spec.spaces.credentials.secretRef.namespace "
-                f"must be {namespace!r}, its own namespace (got {secret_namespace!r})"
-            )
-            raise ConnectError(msg)
+        try:
+            secret_namespace = credentials_namespace(ref.kind, ref.name, selector, namespace)
+        except InvalidError as error:
+            raise ConnectError(str(error)) from None
         group = settings.spaces.namespace
         # A ClusterProviderConfig's kubeconfig is the operator's; a ProviderConfig's, a team's.
         operator = ref.kind == "ClusterProviderConfig"
@@ -357,7 +354,10 @@ def spaces_in_use(configs: list[JsonObject]) -> set[tuple[str, str, str]]:
         with contextlib.suppress(InvalidError):
             settings = parse(ProviderConfigSpec, config.get("spec") or {}, "spec")
             selector = settings.spaces.credentials.secret_ref
-            namespace = selector.namespace or config["metadata"].get("namespace", "")
+            own = config["metadata"].get("namespace", "")
+            kind = "ProviderConfig" if own else "ClusterProviderConfig"
+            name = config["metadata"].get("name", "")
+            namespace = credentials_namespace(kind, name, selector, own)
             found.add((namespace, selector.name, settings.spaces.namespace))
     return found
 

@@ -164,3 +164,48 @@ def test_json_gives_null_for_what_is_unknown_and_the_table_a_dash() -> None:
     ]
     assert document(found)[0]["crossplaneVersion"] == "2.1.4-up.2"
     assert second.split()[-4:] == ["-", "s3://b/bad.tar.gz", "no:", "truncated"]
+
+
+@dataclass(frozen=True)
+class HostileCell:
+    reason: str
+    entry: Entry
+    shown: str  # what the table must show in place of the team's text
+
+
+HOSTILE_CELLS = [
+    HostileCell(
+        "An escape sequence in a Backup's instanceRef.name reaches the terminal as text.",
+        Entry("b", "", AT, "Completed", 1, 1, "x\x1b]0;pwned\x07\x1b[2J"),
+        "x\\x1b]0;pwned\\x07\\x1b[2J",
+    ),
+    HostileCell(
+        "A newline cannot forge a row of its own.",
+        Entry("b", "", AT, "Completed", 1, 1, "x\nfake  2026-01-01T00:00:00Z  Completed"),
+        "x\\x0afake",
+    ),
+    HostileCell(
+        "A bidirectional override cannot reorder what the operator reads.",
+        Entry("b\u202egpj.exe", "", AT, "Completed", 1, 1, "i"),
+        "b\\u202egpj.exe",
+    ),
+    HostileCell(
+        "A backslash is escaped, so an escape shown was one in the value.",
+        Entry("b", "s3://b/k\\x1b.tar.gz", AT, "", 1, None, ""),
+        "s3://b/k\\x5cx1b.tar.gz",
+    ),
+    HostileCell(
+        "A problem read from an archive is escaped too.",
+        Entry("b", "s3://b/k.tar.gz", AT, "", 1, None, "", verified=False, problem="bad\rname"),
+        "no: bad\\x0dname",
+    ),
+]
+
+
+@pytest.mark.parametrize("case", HOSTILE_CELLS, ids=lambda case: case.reason)
+def test_every_cell_of_the_table_is_escaped(case: HostileCell) -> None:
+    shown = table([case.entry])
+    assert case.shown in shown
+    lines = shown.splitlines()
+    assert len(lines) == 2, "one header and one row"
+    assert all(char.isprintable() for line in lines for char in line)

@@ -90,8 +90,7 @@ REFUSALS = [
         "A Backup naming the backup controller's own role is refused, in a listed account",
         WebIdentityPolicy(frozenset({ACCOUNT})),
         role_arn=CONTROLLER_ROLE,
-        refused=f"spec.storage.roleArn must name a role of the namespace, whose name begins "
-        f"with '{TEAM}-'",
+        refused="spec.storage.roleArn must name the backup role of control plane ctp-",
     ),
     Refusal(
         "A team role of the namespace in a listed account is restored with a minted token",

@@ -61,6 +61,7 @@ def test_every_scenario_of_the_issue_has_an_example_with_both_observed_steps() -
         "restore",
         "restore-latest",
         "legacy-claim",
+        "team-quickstart",
     }
     for folder in folders:
         steps = {case.step for case in EXAMPLE_CASES if case.folder == folder}

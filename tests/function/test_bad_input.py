@@ -24,6 +24,7 @@ class BadCase:
     function_input: dict[str, Any] | None = None
     no_input: bool = False
     never: tuple[str, ...] = ()  # fragments the message must not contain
+    composite: dict[str, Any] | None = None  # the whole composite, when not a v2 one of spec
 
 
 def _input(**changes: Any) -> dict[str, Any]:
@@ -42,6 +43,25 @@ def _input(**changes: Any) -> dict[str, Any]:
 
 def _staged(*stages: dict[str, Any]) -> dict[str, Any]:
     return {"source": {**b.SOURCE, "stages": list(stages)}}
+
+
+def _legacy(
+    spec: dict[str, Any],
+    *,
+    labels: dict[str, str] | None = None,
+    claim_namespace: str | None = None,
+) -> dict[str, Any]:
+    """A legacy composite's spec, bound to a claim in ``claim_namespace`` when one is given."""
+    body = b.composite(spec, namespace=None)
+    body["metadata"]["labels"] = labels or {}
+    if claim_namespace is not None:
+        body["spec"]["claimRef"] = {
+            "apiVersion": "legacy.platform.acme.io/v1alpha1",
+            "kind": "ControlPlane",
+            "name": "myctp",
+            "namespace": claim_namespace,
+        }
+    return body
 
 
 BAD_CASES = [
@@ -473,6 +493,172 @@ BAD_CASES = [
         function_input=_input(source__variables={"CONTROLPLANE_NAMESPACE": "x"}),
     ),
     BadCase(
+        "A stage timeout above the input's maxTimeout is refused: a stage waiting for its "
+        "health checks holds a kustomize-controller worker that long.",
+        _staged({"name": "a", "path": "./a", "timeout": "10h"}),
+        ("spec.source.stages[0].timeout", "at most 30m", "source.maxTimeout", "10h"),
+    ),
+    BadCase(
+        "The source's own timeout is capped as well.",
+        {"source": {**b.SOURCE, "timeout": "31m"}},
+        ("spec.source.timeout", "at most 30m", "source.maxTimeout"),
+    ),
+    BadCase(
+        "The operator's maxTimeout is the cap, whatever it is.",
+        _staged({"name": "a", "path": "./a", "timeout": "6m"}),
+        ("spec.source.stages[0].timeout", "at most 5m"),
+        function_input=_input(source__maxTimeout="5m"),
+    ),
+    BadCase(
+        "More stages than the input's maxStages are refused.",
+        _staged(*({"name": f"s{n}", "path": f"./{n}"} for n in range(3))),
+        ("spec.source.stages", "at most 2 stages", "source.maxStages", "got 3"),
+        function_input=_input(source__maxStages=2),
+    ),
+    BadCase(
+        "The input cannot raise maxStages past the contract's eight.",
+        {"source": b.SOURCE},
+        ("input.source.maxStages", "less than or equal to 8"),
+        function_input=_input(source__maxStages=9),
+    ),
+    BadCase(
+        "A costly current expression is refused naming the stage, the check and the field, "
+        "never quoting it.",
+        _staged(
+            {"name": "a", "path": "./a"},
+            {
+                "name": "b",
+                "path": "./b",
+                "healthCheckExprs": [
+                    {"apiVersion": "x.io/v1", "kind": "T", "current": "true"},
+                    {
+                        "apiVersion": "y.io/v1",
+                        "kind": "U",
+                        "current": "'xx'" + ".replace('x', 'xxxxxxxxxx')" * 8 + " == ''",
+                    },
+                ],
+            },
+        ),
+        ("spec.source.stages[1].healthCheckExprs[1].current", "calls replace"),
+        never=(".replace(",),
+    ),
+    BadCase(
+        "The expressions of one composite are bounded together: the function parses them.",
+        _staged(
+            *(
+                {
+                    "name": f"s{n}",
+                    "path": f"./{n}",
+                    "healthCheckExprs": [
+                        {
+                            "apiVersion": "x.io/v1",
+                            "kind": f"T{k}",
+                            "current": "true || " * 500 + "true",
+                        }
+                        for k in range(3)
+                    ],
+                }
+                for n in range(2)
+            )
+        ),
+        ("spec.source.stages", "24024 characters", "more than the 16384"),
+    ),
+    BadCase(
+        "inProgress is evaluated first by Flux, and checked the same way.",
+        _staged(
+            {
+                "name": "a",
+                "path": "./a",
+                "healthCheckExprs": [
+                    {
+                        "apiVersion": "x.io/v1",
+                        "kind": "T",
+                        "current": "true",
+                        "inProgress": "status.a + status.a == ''",
+                    }
+                ],
+            }
+        ),
+        ("spec.source.stages[0].healthCheckExprs[0].inProgress", "adds two values"),
+    ),
+    BadCase(
+        "failed is checked the same way.",
+        _staged(
+            {
+                "name": "a",
+                "path": "./a",
+                "healthCheckExprs": [
+                    {
+                        "apiVersion": "x.io/v1",
+                        "kind": "T",
+                        "current": "true",
+                        "failed": "status.c.all(a, status.c.all(b, a == b))",
+                    }
+                ],
+            }
+        ),
+        ("spec.source.stages[0].healthCheckExprs[0].failed", "iterates inside an iteration"),
+    ),
+    BadCase(
+        "With teamHealthChecks false the operator takes no team expression at all.",
+        _staged(
+            {
+                "name": "a",
+                "path": "./a",
+                "healthCheckExprs": [{"apiVersion": "x.io/v1", "kind": "T", "current": "true"}],
+            }
+        ),
+        ("spec.source.stages[0].healthCheckExprs", "source.teamHealthChecks is false"),
+        function_input=_input(source__teamHealthChecks=False),
+    ),
+    BadCase(
+        "teamHealthChecks is a switch: only a boolean turns it.",
+        {"source": b.SOURCE},
+        ("input.source.teamHealthChecks", "valid boolean"),
+        function_input=_input(source__teamHealthChecks="no"),
+    ),
+    BadCase(
+        "A team cannot name a ServiceAccount for decryption: only the keys in its Secret "
+        "decrypt, never an identity of the controller's or another's.",
+        {
+            "source": {
+                **b.SOURCE,
+                "decryption": {"secretRef": {"name": "k"}, "serviceAccountName": "flux"},
+            }
+        },
+        ("spec.source.decryption.serviceAccountName", "is not a known field"),
+    ),
+    BadCase(
+        "A legacy composite whose claim-namespace label disagrees with its claim is refused: "
+        "the label would pick another team's namespace.",
+        {},
+        ("metadata.labels[crossplane.io/claim-namespace]", "spec.claimRef.namespace"),
+        composite=_legacy(
+            {"source": b.SOURCE},
+            labels={"crossplane.io/claim-namespace": "team-b"},
+            claim_namespace="team-a",
+        ),
+    ),
+    BadCase(
+        "A legacy composite with a source and no claim is refused.",
+        {},
+        ("spec.claimRef", "spec.source", "bound to a claim"),
+        composite=_legacy({"source": b.SOURCE}, labels={"crossplane.io/claim-namespace": "team-b"}),
+    ),
+    BadCase(
+        "A legacy composite asking for a restore and no claim is refused: it would read the "
+        "input namespace's Backups.",
+        {},
+        ("spec.claimRef", "spec.restore", "bound to a claim"),
+        composite=_legacy({"restore": {"backupName": "b-1"}}),
+    ),
+    BadCase(
+        "A claim-namespace label without any claim is refused too.",
+        {},
+        ("metadata.labels[crossplane.io/claim-namespace]", "bound to no claim"),
+        composite=_legacy({}, labels={"crossplane.io/claim-namespace": "team-b"}),
+    ),
+    BadCase(
         "The input's health checks keep the same shape as a stage's.",
         {"source": b.SOURCE},
         ("input.source.healthCheckExprs[0].current", "is required"),
@@ -483,7 +669,8 @@ BAD_CASES = [
 
 def _request(case: BadCase) -> fnv1.RunFunctionRequest:
     function_input = None if case.no_input else (case.function_input or b.example_input())
-    req = request(b.composite(case.spec), function_input)
+    composite = case.composite or b.composite(case.spec)
+    req = request(composite, function_input)
     req.desired.resources["from-a-previous-step"].resource.update(PREVIOUS_STEP)
     return req
 

@@ -398,7 +398,8 @@ FLAVOUR_CASES = [
         False,
     ),
     FlavourCase(
-        "A legacy composite without a claim puts its namespaced objects in the input's namespace.",
+        "A legacy composite without a claim (and so without a source) puts its namespaced "
+        "objects in the input's namespace.",
         None,
         None,
         "controlplane-system",
@@ -413,13 +414,17 @@ FLAVOUR_CASES = [
 def test_v2_and_legacy_composites_compose_their_own_kinds_and_namespaces(
     case: FlavourCase,
 ) -> None:
+    claimed = case.namespace is not None or case.labels is not None
     outcome = run(
-        {"source": b.SOURCE, "backup": b.BACKUP},
+        {"source": b.SOURCE, "backup": b.BACKUP} if claimed else {"backup": b.BACKUP},
         {"instance": b.ready(), "backup-role": b.role_with_arn()},
         namespace=case.namespace,
         labels=case.labels,
     )
-    for name in ("instance", "git-repository", "kustomization", "backup-schedule"):
+    names = ("instance", "backup-schedule") + (
+        ("git-repository", "kustomization") if claimed else ()
+    )
+    for name in names:
         assert outcome.resources[name].body["metadata"]["namespace"] == case.want_namespace
     assert outcome.resources["backup-bucket"].body["apiVersion"] == case.want_s3
     assert outcome.resources["backup-role"].body["apiVersion"] == case.want_iam
@@ -427,6 +432,23 @@ def test_v2_and_legacy_composites_compose_their_own_kinds_and_namespaces(
         metadata = outcome.resources[name].body["metadata"]
         assert ("namespace" in metadata) is case.want_aws_namespaced, name
     assert outcome.status["backup"]["prefix"] == f"{case.want_namespace}/myctp/"
+
+
+def test_a_legacy_composite_is_composed_into_its_claims_namespace_without_any_label() -> None:
+    # Crossplane's claimRef decides; the label is a copy, never needed and never trusted.
+    claim = {
+        "apiVersion": "legacy.platform.acme.io/v1alpha1",
+        "kind": "ControlPlane",
+        "name": "myctp",
+        "namespace": "team-b",
+    }
+    outcome = run(
+        {"source": b.SOURCE, "restore": {"backupName": "b-1"}, "claimRef": claim},
+        {"instance": b.ready()},
+        namespace=None,
+    )
+    for name in ("instance", "git-repository", "kustomization"):
+        assert outcome.resources[name].body["metadata"]["namespace"] == "team-b"
 
 
 def test_legacy_storage_versions_are_the_ones_the_upstream_crds_store() -> None:

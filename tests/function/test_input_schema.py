@@ -79,6 +79,16 @@ INPUT_CASES = [
         True,
     ),
     InputCase(
+        "The bounds on teams' syncs, written out.",
+        {},
+        {"maxTimeout": "15m", "maxStages": 4, "teamHealthChecks": False},
+        True,
+    ),
+    InputCase("A maxTimeout that is no duration.", {}, {"maxTimeout": "half an hour"}, False),
+    InputCase("More than eight stages.", {}, {"maxStages": 9}, False),
+    InputCase("No stage at all.", {}, {"maxStages": 0}, False),
+    InputCase("teamHealthChecks as a string.", {}, {"teamHealthChecks": "false"}, False),
+    InputCase(
         "A health check without its current expression.",
         {},
         {"healthCheckExprs": [{"apiVersion": "v1", "kind": "Thing"}]},

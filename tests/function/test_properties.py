@@ -22,6 +22,10 @@ DURATION_OVER_10S = st.builds(
     st.integers(min_value=1, max_value=500),
     st.sampled_from(["m", "h"]),
 ) | st.integers(min_value=10, max_value=3600).map(lambda n: f"{n}s")
+# A timeout a team may ask for: at most the input's source.maxTimeout (30m by default).
+TIMEOUT = st.integers(min_value=1, max_value=30).map(lambda n: f"{n}m") | st.integers(
+    min_value=10, max_value=1800
+).map(lambda n: f"{n}s")
 CRON = st.sampled_from(
     [
         "@hourly",
@@ -73,7 +77,7 @@ def _stage(names: list[str], index: int) -> st.SearchStrategy[dict[str, Any]]:
         _drop_none,
         name=st.just(names[index]),
         path=st.sampled_from(["./packages", "./config"]),
-        timeout=_optional(DURATION_OVER_10S),
+        timeout=_optional(TIMEOUT),
         dependsOn=_optional(st.lists(st.sampled_from(names[:index]), unique=True))
         if index
         else st.none(),
@@ -124,7 +128,7 @@ SOURCE = st.builds(
     ref=_optional(REF),
     path=_optional(st.sampled_from(["./", "./clusters/prod"])),
     interval=_optional(DURATION_OVER_10S),
-    timeout=_optional(st.integers(min_value=1, max_value=120).map(lambda n: f"{n}m")),
+    timeout=_optional(st.integers(min_value=1, max_value=30).map(lambda n: f"{n}m")),
     secretRef=_optional(st.builds(lambda n: {"name": n}, NAMESPACE)),
     prune=_optional(st.booleans()),
     suspend=_optional(st.booleans()),
@@ -193,7 +197,9 @@ def test_every_object_rendered_from_a_valid_spec_validates_against_the_upstream_
     states: dict[str, str],
     with_arn: bool,
 ) -> None:
-    xr = b.composite(spec, name=name, namespace=namespace)
+    # A legacy composite is bound to its claim (one with a source or a restore must be).
+    claim = {"crossplane.io/claim-namespace": "team-b", "crossplane.io/claim-name": "ctp"}
+    xr = b.composite(spec, name=name, namespace=namespace, labels=None if namespace else claim)
     objects = render(xr, _input_allowing_any_bucket_and_http(), _observed(states, with_arn))
     for obj in objects:
         assert schemas.problems(obj) == []

@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import tarfile
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -99,3 +100,17 @@ def test_the_oci_archive_holds_both_images_by_digest(dist: Path) -> None:
     }
     digests = dict(line.split() for line in (IMAGES_DIR / "digests").read_text().splitlines())
     assert tags == digests
+
+
+def test_the_release_ships_controlplane_plan_for_teams_ci(dist: Path) -> None:
+    """The wheel with the console script, and the build program it runs beside it."""
+    [wheel] = dist.glob("acme_controlplane-*-py3-none-any.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        entry_points = next(n for n in archive.namelist() if n.endswith("entry_points.txt"))
+        assert "controlplane-plan = plan.cli:main" in archive.read(entry_points).decode()
+    program = dist / "controlplane-plan-build-linux-amd64"
+    assert os.access(program, os.X_OK)
+    version = subprocess.run(
+        [str(program), "--version"], capture_output=True, text=True, check=True
+    ).stdout
+    assert version.startswith("v"), "stamped with the fluxcd/pkg/kustomize it is built on"

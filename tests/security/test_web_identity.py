@@ -21,12 +21,17 @@ from provider.backup.storage.web_identity import (
     parse_denied,
     parse_partition,
     pod_irsa_role,
+    team_role_name,
 )
 
 ACCOUNT = "111122223333"
 FOREIGN = "444455556666"
 CONTROLLER_ROLE = f"arn:aws:iam::{ACCOUNT}:role/controlplane-backup-controller"
 ENABLED = WebIdentityPolicy(frozenset({ACCOUNT}))
+# The role the function names for team-a/myctp, and that of team/a-myctp, whose
+# name begins the same without the hash.
+TEAM_A_ROLE = AwsNames.of("b", "team-a", "myctp").role
+TEAM_ROLE = AwsNames.of("b", "team", "a-myctp").role
 
 
 @dataclass(frozen=True)
@@ -37,44 +42,45 @@ class RoleCase:
     refused: str = ""
     policy: WebIdentityPolicy = ENABLED
     namespace: str = "team-a"
+    prefix: str = "team-a/myctp/"
 
 
 ROLES = [
     RoleCase(
         "the namespace's team role in an account the operator lists is allowed",
-        f"arn:aws:iam::{ACCOUNT}:role/team-a-myctp-backup",
+        f"arn:aws:iam::{ACCOUNT}:role/{TEAM_A_ROLE}",
     ),
     RoleCase(
         "a team role under an IAM path is the same role by its name",
-        f"arn:aws:iam::{ACCOUNT}:role/teams/team-a-myctp-backup",
+        f"arn:aws:iam::{ACCOUNT}:role/teams/{TEAM_A_ROLE}",
     ),
     RoleCase(
         "nothing is allowed by default: the operator lists no account, so no token is minted",
-        f"arn:aws:iam::{ACCOUNT}:role/team-a-myctp-backup",
+        f"arn:aws:iam::{ACCOUNT}:role/{TEAM_A_ROLE}",
         refused="assumeRoleWith WebIdentity is off: the operator allows no AWS account's roles "
         "(--web-identity-role-account)",
         policy=WebIdentityPolicy(),
     ),
     RoleCase(
         "a role in an account the operator does not list is refused, however it is named",
-        f"arn:aws:iam::{FOREIGN}:role/team-a-myctp-backup",
+        f"arn:aws:iam::{FOREIGN}:role/{TEAM_A_ROLE}",
         refused=f"is in AWS account {FOREIGN}, which the operator does not allow "
         "(--web-identity-role-account)",
     ),
     RoleCase(
         "a role in another partition is refused",
-        f"arn:aws-cn:iam::{ACCOUNT}:role/team-a-myctp-backup",
+        f"arn:aws-cn:iam::{ACCOUNT}:role/{TEAM_A_ROLE}",
         refused="is in partition aws-cn, not aws, the operator's (--web-identity-partition)",
     ),
     RoleCase(
         "the operator's partition is the one allowed",
-        f"arn:aws-us-gov:iam::{ACCOUNT}:role/team-a-myctp-backup",
+        f"arn:aws-us-gov:iam::{ACCOUNT}:role/{TEAM_A_ROLE}",
         policy=WebIdentityPolicy(frozenset({ACCOUNT}), "aws-us-gov"),
     ),
     RoleCase(
         "the backup controller's own role is refused: it trusts the same subject",
         CONTROLLER_ROLE,
-        refused="must name a role of the namespace, whose name begins with 'team-a-'",
+        refused="must name the backup role of control plane myctp in namespace team-a",
     ),
     RoleCase(
         "the controller's own role is refused by name, even to a namespace its name starts with",
@@ -82,6 +88,7 @@ ROLES = [
         refused="is a role the operator denies to teams (--web-identity-denied-role)",
         policy=WebIdentityPolicy(frozenset({ACCOUNT}), denied=frozenset({CONTROLLER_ROLE})),
         namespace="controlplane",
+        prefix="controlplane/backup-controller/",
     ),
     RoleCase(
         "a denied role is refused whatever the case of its name (IAM names are case-insensitive)",
@@ -89,16 +96,47 @@ ROLES = [
         refused="is a role the operator denies to teams (--web-identity-denied-role)",
         policy=WebIdentityPolicy(frozenset({ACCOUNT}), denied=frozenset({CONTROLLER_ROLE})),
         namespace="controlplane",
+        prefix="controlplane/backup-controller/",
     ),
     RoleCase(
         "another namespace's team role is refused",
-        f"arn:aws:iam::{ACCOUNT}:role/team-b-myctp-backup",
-        refused="must name a role of the namespace, whose name begins with 'team-a-'",
+        f"arn:aws:iam::{ACCOUNT}:role/{AwsNames.of('b', 'team-b', 'myctp').role}",
+        refused="must name the backup role of control plane myctp in namespace team-a",
     ),
     RoleCase(
-        "a namespace that only starts the same is another",
-        f"arn:aws:iam::{ACCOUNT}:role/team-ab-myctp-backup",
-        refused="must name a role of the namespace, whose name begins with 'team-a-'",
+        "namespace team may not name team-a's role, whose name begins with team-",
+        f"arn:aws:iam::{ACCOUNT}:role/{TEAM_A_ROLE}",
+        refused="must name the backup role of control plane a-myctp in namespace team",
+        namespace="team",
+        prefix="team/a-myctp/",
+    ),
+    RoleCase(
+        "namespace team names its own a-myctp's role, exactly",
+        f"arn:aws:iam::{ACCOUNT}:role/{TEAM_ROLE}",
+        namespace="team",
+        prefix="team/a-myctp/",
+    ),
+    RoleCase(
+        "another composite's role of the same namespace is refused: the prefix names the role",
+        f"arn:aws:iam::{ACCOUNT}:role/{AwsNames.of('b', 'team-a', 'other').role}",
+        refused="must name the backup role of control plane myctp in namespace team-a",
+    ),
+    RoleCase(
+        "a role named before the hash is ambiguous between namespaces and refused",
+        f"arn:aws:iam::{ACCOUNT}:role/team-a-myctp-backup",
+        refused="must name the backup role of control plane myctp",
+    ),
+    RoleCase(
+        "a prefix of another namespace names no role",
+        f"arn:aws:iam::{ACCOUNT}:role/{TEAM_A_ROLE}",
+        refused="WebIdentity needs spec.storage.prefix to be <namespace>/<name>/",
+        prefix="team-b/myctp/",
+    ),
+    RoleCase(
+        "a prefix deeper than one name names no role",
+        f"arn:aws:iam::{ACCOUNT}:role/{TEAM_A_ROLE}",
+        refused="WebIdentity needs spec.storage.prefix",
+        prefix="team-a/myctp/deeper/",
     ),
     RoleCase(
         "a user is not a role",
@@ -112,7 +150,7 @@ ROLES = [
     ),
     RoleCase(
         "an account id that is not 12 digits is not an ARN",
-        "arn:aws:iam::1111:role/team-a-myctp-backup",
+        "arn:aws:iam::1111:role/{TEAM_A_ROLE}",
         refused="must be an IAM role's ARN",
     ),
 ]
@@ -123,10 +161,10 @@ def test_a_web_identity_backup_may_name_only_the_operators_accounts_team_roles(
     case: RoleCase,
 ) -> None:
     if not case.refused:
-        case.policy.check_role(case.role_arn, case.namespace)
+        case.policy.check_role(case.role_arn, case.namespace, case.prefix)
         return
     with pytest.raises(TenancyError) as refused:
-        case.policy.check_role(case.role_arn, case.namespace)
+        case.policy.check_role(case.role_arn, case.namespace, case.prefix)
     assert str(refused.value).startswith("spec.storage.roleArn")
     assert case.refused in str(refused.value)
 
@@ -154,15 +192,13 @@ NAMINGS = [
 def test_the_team_roles_the_function_names_are_the_namespaces_and_no_other(
     case: NamingCase,
 ) -> None:
-    # The names of today, and those a composite made before the hash keeps.
-    for names in (
-        AwsNames.of("bucket-prefix", case.namespace, case.composite),
-        AwsNames.before_hashes("bucket-prefix", case.namespace, case.composite),
-    ):
-        arn = f"arn:aws:iam::{ACCOUNT}:role/{names.role}"
-        ENABLED.check_role(arn, case.namespace)
-        with pytest.raises(TenancyError, match="must name a role of the namespace"):
-            ENABLED.check_role(arn, "other")
+    # The provider computes the name without importing the function: the two agree.
+    names = AwsNames.of("bucket-prefix", case.namespace, case.composite)
+    assert team_role_name(case.namespace, case.composite) == names.role
+    arn = f"arn:aws:iam::{ACCOUNT}:role/{names.role}"
+    ENABLED.check_role(arn, case.namespace, f"{case.namespace}/{case.composite}/")
+    with pytest.raises(TenancyError, match="must name the backup role"):
+        ENABLED.check_role(arn, "other", f"other/{case.composite}/")
 
 
 @dataclass(frozen=True)
@@ -224,6 +260,7 @@ class IrsaCase:
     # Empty: allowed; else the rule named in the refusal.
     refused: str = ""
     namespace: str = "team-a"
+    prefix: str = "team-a/myctp/"
 
 
 IRSA_CASES = [
@@ -231,13 +268,13 @@ IRSA_CASES = [
         "as shipped, the IRSA role's account is the one allowed: the team's role there opens",
         BY_DEFAULT,
         IRSA_ROLE,
-        f"arn:aws:iam::{ACCOUNT}:role/team-a-myctp-a8ef8cc7-backup",
+        f"arn:aws:iam::{ACCOUNT}:role/{TEAM_A_ROLE}",
     ),
     IrsaCase(
         "as shipped, a role of any other account is refused, naming the setting",
         BY_DEFAULT,
         IRSA_ROLE,
-        f"arn:aws:iam::{FOREIGN}:role/team-a-myctp-backup",
+        f"arn:aws:iam::{FOREIGN}:role/{TEAM_A_ROLE}",
         refused=f"is in AWS account {FOREIGN}, which the operator does not allow "
         "(--web-identity-role-account)",
     ),
@@ -248,19 +285,20 @@ IRSA_CASES = [
         IRSA_ROLE,
         refused="or the web identity's own IRSA role",
         namespace="controlplane",
+        prefix="controlplane/backup-controller/",
     ),
     IrsaCase(
         "another namespace's role in the IRSA role's account is still refused",
         BY_DEFAULT,
         IRSA_ROLE,
-        f"arn:aws:iam::{ACCOUNT}:role/team-b-myctp-backup",
-        refused="must name a role of the namespace, whose name begins with 'team-a-'",
+        f"arn:aws:iam::{ACCOUNT}:role/{AwsNames.of('b', 'team-b', 'myctp').role}",
+        refused="must name the backup role of control plane myctp in namespace team-a",
     ),
     IrsaCase(
         "without an IRSA role and with no account listed it is off, saying what to set",
         BY_DEFAULT,
         "",
-        f"arn:aws:iam::{ACCOUNT}:role/team-a-myctp-backup",
+        f"arn:aws:iam::{ACCOUNT}:role/{TEAM_A_ROLE}",
         refused="assumeRoleWith WebIdentity is off: the operator lists no AWS account "
         "(--web-identity-role-account) and the web identity has no IRSA role, whose account "
         f"would be the default ({SOURCE})",
@@ -269,7 +307,7 @@ IRSA_CASES = [
         "listed accounts are the operator's word: the IRSA role's account is not added",
         WebIdentityPolicy(frozenset({FOREIGN})),
         IRSA_ROLE,
-        f"arn:aws:iam::{ACCOUNT}:role/team-a-myctp-backup",
+        f"arn:aws:iam::{ACCOUNT}:role/{TEAM_A_ROLE}",
         refused=f"is in AWS account {ACCOUNT}, which the operator does not allow",
     ),
     IrsaCase(
@@ -279,25 +317,26 @@ IRSA_CASES = [
         IRSA_ROLE,
         refused="or the web identity's own IRSA role",
         namespace="controlplane",
+        prefix="controlplane/backup-controller/",
     ),
     IrsaCase(
         "'none' keeps it off whatever the pod has",
         WebIdentityPolicy(),
         IRSA_ROLE,
-        f"arn:aws:iam::{ACCOUNT}:role/team-a-myctp-backup",
+        f"arn:aws:iam::{ACCOUNT}:role/{TEAM_A_ROLE}",
         refused="the operator allows no AWS account's roles (--web-identity-role-account)",
     ),
     IrsaCase(
         "the IRSA role's partition comes with its account",
         BY_DEFAULT,
         f"arn:aws-cn:iam::{ACCOUNT}:role/controlplane-backup-controller",
-        f"arn:aws-cn:iam::{ACCOUNT}:role/team-a-myctp-backup",
+        f"arn:aws-cn:iam::{ACCOUNT}:role/{TEAM_A_ROLE}",
     ),
     IrsaCase(
         "so a role of the same account in another partition is refused",
         BY_DEFAULT,
         f"arn:aws-cn:iam::{ACCOUNT}:role/controlplane-backup-controller",
-        f"arn:aws:iam::{ACCOUNT}:role/team-a-myctp-backup",
+        f"arn:aws:iam::{ACCOUNT}:role/{TEAM_A_ROLE}",
         refused="is in partition aws, not aws-cn",
     ),
 ]
@@ -307,10 +346,10 @@ IRSA_CASES = [
 def test_by_default_web_identity_follows_the_operators_irsa_role(case: IrsaCase) -> None:
     policy = case.policy.resolved(case.irsa_role, SOURCE)
     if not case.refused:
-        policy.check_role(case.role_arn, case.namespace)
+        policy.check_role(case.role_arn, case.namespace, case.prefix)
         return
     with pytest.raises(TenancyError) as refused:
-        policy.check_role(case.role_arn, case.namespace)
+        policy.check_role(case.role_arn, case.namespace, case.prefix)
     assert case.refused in str(refused.value)
 
 

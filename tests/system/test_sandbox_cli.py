@@ -110,6 +110,11 @@ def test_the_sandbox_comes_up_prints_its_kubeconfig_and_stops_everything_on_sigt
         kubeconfig = workdir / "management.kubeconfig"
         assert f"export KUBECONFIG={kubeconfig}" in "".join(output)
         assert kubeconfig.is_file()
+        # The team-quickstart example, ready to apply, and the command that applies it.
+        team_quickstart = workdir / "team-quickstart.yaml"
+        assert f"kubectl apply -f {team_quickstart}" in "".join(output)
+        assert "examples/team-quickstart" in "".join(output)
+        assert team_quickstart.is_file()
         assert processes_mentioning(str(workdir)), "no process of the sandbox runs"
         from_images = rooted_in(rootfs.IMAGES_DIR, descendants(process.pid))
         assert len(from_images) == case.image_processes

@@ -140,12 +140,32 @@ def table(entries: Sequence[Entry]) -> str:
         )
         for entry in entries
     ]
-    widths = [max(len(row[column]) for row in rows) for column in range(len(header))]
+    shown = [tuple(_escaped(cell) for cell in row) for row in rows]
+    widths = [max(len(row[column]) for row in shown) for column in range(len(header))]
     return "".join(
         "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
         + "\n"
-        for row in rows
+        for row in shown
     )
+
+
+def _escaped(cell: str) -> str:
+    """The cell with every character a terminal would act on written as an escape.
+
+    Names, locations and problems come from what teams write (a Backup's
+    ``spec.instanceRef.name``, an archive's key): a control character, an
+    escape sequence or a bidirectional override must reach the operator's
+    terminal as text, never as a command. A backslash is escaped too, so an
+    escape shown was one in the value.
+    """
+    return "".join(char if char.isprintable() and char != "\\" else _escape(char) for char in cell)
+
+
+def _escape(char: str) -> str:
+    code = ord(char)
+    if code <= 0xFF:
+        return f"\\x{code:02x}"
+    return f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}"
 
 
 def _versions(entry: Entry) -> str:

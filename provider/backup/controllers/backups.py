@@ -58,6 +58,7 @@ from provider.model import (
     InstanceSpec,
     InvalidError,
     ProviderConfigSpec,
+    credentials_namespace,
     parse,
 )
 from provider.runtime import metrics
@@ -263,7 +264,8 @@ class BackupReconciler:
         namespace = backup["metadata"]["namespace"]
         spec = storage_spec(backup["spec"].get("storage") or {}, namespace)
         if spec.assume_role_with == AssumeRoleWith.WEB_IDENTITY:
-            self.web_identity_roles.check_role(spec.role_arn, namespace)
+            prefix = str((backup["spec"].get("storage") or {}).get("prefix") or "")
+            self.web_identity_roles.check_role(spec.role_arn, namespace, prefix)
 
     async def _target(self, backup: Mapping[str, Any]) -> Target:
         """The Instance's kubeconfig, from the connection secret the provider wrote for it.
@@ -330,8 +332,9 @@ class BackupReconciler:
             ).spaces.credentials.secret_ref
         except InvalidError:
             return None
-        secret_namespace = selector.namespace or namespace
-        if ref.kind == "ProviderConfig" and secret_namespace != namespace:
+        try:
+            secret_namespace = credentials_namespace(ref.kind, ref.name, selector, namespace)
+        except InvalidError:
             return None
         secret = await self.local.get(kube.SECRETS, secret_namespace, selector.name)
         encoded = ((secret or {}).get("data") or {}).get(selector.key)

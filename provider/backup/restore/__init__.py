@@ -6,5 +6,6 @@
 - ``pool``: restores run apart from the reconcile: few at once, one per namespace, bounded.
 - ``instance``: the restore an Instance asks for, and what its status says about it.
 - ``dryrun``, ``diff``: what a restore would create, change or leave, asked of the API
-  server, with unified diffs (Secrets masked). Only the command line uses them.
+  server, with unified diffs (Secrets masked). Only the command line uses them, and
+  ``controlplane-plan`` the diff.
 """

@@ -328,7 +328,7 @@ class Restorer:
             if spec.assume_role_with == AssumeRoleWith.WEB_IDENTITY:
                 # Before any token is read or minted for it.
                 policy = await self._web_identity_policy()
-                policy.check_role(spec.role_arn, namespace)
+                policy.check_role(spec.role_arn, namespace, str(storage.get("prefix") or ""))
         except TenancyError as error:
             msg = f"Backup {namespace}/{backup_name} is refused: {error}"
             raise RestoreError(msg) from None

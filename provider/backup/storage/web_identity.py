@@ -20,14 +20,18 @@ name, and everything else is refused before a token is read or minted:
   WebIdentity works as shipped and reaches only the operator's account. Without
   an IRSA role and a listed account it is off, and ``--web-identity-role-account
   none`` turns it off whatever the pod has;
-- only ``arn:<partition>:iam::<listed account>:role/...``, in the operator's
-  partition (``--web-identity-partition``, ``aws`` by default);
+- only ``arn:<partition>:iam::<allowed account>:role/...``, in the IRSA
+  role's partition or, for listed accounts, ``--web-identity-partition``
+  (``aws`` by default);
 - never the web identity's own IRSA role (it trusts the very subject the team
   roles trust), nor a role the operator denies (``--web-identity-denied-role``:
   a platform role);
-- only a role named as the function names the namespace's team roles:
-  ``<namespace>-<composite>-backup``, so a Backup in ``team-b`` cannot name
-  ``team-a``'s role, nor a role of the platform's.
+- only the role the function names for the Backup's own control plane:
+  ``<namespace>-<composite>-<hash of namespace/composite>-backup``, exactly,
+  with the composite taken from ``storage.prefix`` (``<namespace>/<composite>/``,
+  which the prefix rule holds to the Backup's namespace). A name prefix would
+  not do: namespace ``team`` could name ``team-a-...`` roles. So a Backup in
+  ``team`` cannot name ``team-a``'s role, nor a role of the platform's.
 
 Pure: no AWS, no Kubernetes (the caller reads the IRSA role: the pod's
 environment, or the annotation of the ServiceAccount whose token it mints).
@@ -35,6 +39,7 @@ environment, or the annotation of the ServiceAccount whose token it mints).
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
@@ -62,10 +67,20 @@ ROLE_ARN = re.compile(
 )
 # The function names a team role ``<namespace>-<composite>-<hash>-backup``, the
 # head ``<namespace>-<composite>`` cut to 48 characters so the name fits IAM's
-# 64 (function/names.py, which the provider may not import); roles named before
-# the hash, ``<namespace>-<composite>-backup``, kept their first 55 when cut.
-# Either way the name begins with these many characters of ``<namespace>-``.
+# 64, the hash the first 8 hex digits of sha256("<namespace>/<composite>")
+# (function/names.py, which the provider may not import; a test holds the two
+# together). Roles named before the hash (``<namespace>-<composite>-backup``)
+# are ambiguous between namespaces, so they are never allowed here.
 TEAM_ROLE_HEAD = 48
+_TEAM_ROLE_SUFFIX = "-backup"
+_HASH_LENGTH = 8
+
+
+def team_role_name(namespace: str, composite: str) -> str:
+    """The name the function gives the backup role of ``composite`` in ``namespace``."""
+    digest = hashlib.sha256(f"{namespace}/{composite}".encode()).hexdigest()[:_HASH_LENGTH]
+    head = f"{namespace}-{composite}"[:TEAM_ROLE_HEAD].rstrip("-.")
+    return f"{head}-{digest}{_TEAM_ROLE_SUFFIX}"
 
 
 class WebIdentityRefusedError(TenancyError):
@@ -135,9 +150,12 @@ class WebIdentityPolicy:
         )
 
     def check_role(
-        self, role_arn: str, namespace: str, where: str = "spec.storage.roleArn"
+        self, role_arn: str, namespace: str, prefix: str, where: str = "spec.storage.roleArn"
     ) -> None:
         """Refuse a role a ``WebIdentity`` Backup in ``namespace`` may not be assumed into.
+
+        ``prefix`` is the Backup's ``storage.prefix``, ``<namespace>/<composite>/``:
+        the role must be that composite's, exactly.
 
         Raises:
             WebIdentityRefusedError: naming the field and the rule the role breaks.
@@ -168,11 +186,19 @@ class WebIdentityPolicy:
                 "or the web identity's own IRSA role"
             )
             raise WebIdentityRefusedError(msg)
-        head = f"{namespace}-"[:TEAM_ROLE_HEAD]
-        if not found["name"].lower().startswith(head):
+        owner, _, rest = prefix.partition("/")
+        composite = rest.removesuffix("/")
+        if owner != namespace or not composite or "/" in composite or not rest.endswith("/"):
             msg = (
-                f"{where} must name a role of the namespace, whose name begins with {head!r} "
-                f"as the team roles' do ({namespace}-<composite>-<hash>-backup)"
+                f"{where}: WebIdentity needs spec.storage.prefix to be <namespace>/<name>/ "
+                "of the Backup's own namespace, which names the role"
+            )
+            raise WebIdentityRefusedError(msg)
+        wanted = team_role_name(namespace, composite)
+        if found["name"].lower() != wanted:
+            msg = (
+                f"{where} must name the backup role of control plane {composite} in namespace "
+                f"{namespace}, {wanted} ({namespace}-<name>-<hash of namespace/name>-backup)"
             )
             raise WebIdentityRefusedError(msg)
 
