@@ -35,7 +35,7 @@ tools: ## Build the Go tools the tests drive (cached in .tools/bin).
 images: ## OCI images of the function and the provider, without Docker (tools/images.sh; root).
 	tools/images.sh
 
-release: ## dist/: both xpkgs with their runtime image, image tarballs, SBOMs, SHA256SUMS.
+release: ## dist/: the three xpkgs (function and provider with their runtime image, the Configuration), image tarballs, SBOMs, SHA256SUMS.
 	tools/images.sh release
 
 sandbox: $(STAMP) tools ## The whole platform on this machine until Ctrl-C.

@@ -2,9 +2,21 @@
 
 An ``Informer`` lists one kind (of a namespace or all, narrowed by selectors),
 then watches it from the list's resourceVersion with bookmarks. A watch that
-ends or breaks is resumed from the last version seen; only a ``410 Gone`` (the
-version was compacted away) lists again, and a list tells its handlers what
-changed and what disappeared while nobody watched.
+ends, or whose connection breaks, is resumed from the last version seen; a
+``410 Gone`` (the version was compacted away) lists again, and a list tells its
+handlers what changed and what disappeared while nobody watched.
+
+A server may refuse the watch itself: an API without watch (an Upbound Cloud
+Space's: "the Kubernetes watch feature isn't implemented", upbound/docs
+``cloud-spaces-docs/howtos/gitops-on-upbound.md``; kube-apiserver answers 405
+``MethodNotAllowed`` for a storage without watch), or a Role that grants
+``list`` but not ``watch`` (403). Then, as client-go's reflector lists again
+after any watch error it cannot resume from, the informer lists every
+``relist_interval`` (the provider's poll interval) and tries the watch again
+after each list; a failing list is tried again with a growing backoff. Reads
+are never served from a cache that has not been refreshed for two relist
+intervals while no watch is open (``fresh``): ``CachedClient`` then asks the
+server, so a read that keeps failing fails in the server's words.
 
 Objects are kept as compact JSON after a transform (by default: without
 ``metadata.managedFields``, which the provider never reads and which is often
@@ -26,6 +38,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
@@ -46,6 +59,8 @@ IndexFunction = Callable[[JsonObject], list[str]]
 
 RETRY_SECONDS = (0.5, 10.0)
 PAGE_SIZE = 500
+# How often a cache whose watch is refused is listed, unless its owner says.
+DEFAULT_RELIST_SECONDS = 60.0
 # Deleted keys remembered, so a write's late answer cannot bring a deleted object back.
 _TOMBSTONES = 4096
 
@@ -115,8 +130,13 @@ class Informer:
         field_selector: str = "",
         transform: Transform = without_managed_fields,
         authoritative: bool = True,
+        relist_interval: float = DEFAULT_RELIST_SECONDS,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        """Cache ``resource`` as ``cluster`` serves it; nothing is read before ``run``."""
+        """Cache ``resource`` as ``cluster`` serves it; nothing is read before ``run``.
+
+        ``relist_interval`` is how often it lists when the server refuses its watch.
+        """
         self.cluster = cluster
         self.resource = resource
         self.namespace = namespace
@@ -124,9 +144,16 @@ class Informer:
         self.field_selector = field_selector
         self.transform = transform
         self.authoritative = authoritative
+        self.relist_interval = relist_interval
+        self.clock = clock
         self.version = ""
         self.synced = asyncio.Event()
         self.last_error: kube.KubeError | None = None
+        # Why the server refuses the watch (the informer lists instead), or None.
+        self.watch_refused: kube.KubeError | None = None
+        # Whether a watch is open now, and when the cache was last known current.
+        self._watching = False
+        self._fresh_at: float | None = None
         self._store: dict[Key, tuple[str, bytes]] = {}
         self._index_functions: dict[str, IndexFunction] = {}
         # index name -> value -> keys; and key -> its values, to unindex it.
@@ -167,6 +194,15 @@ class Informer:
             and _selected(self.label_selector, metadata.get("labels") or {})
             and _selected(self.field_selector, _fields(obj))
         )
+
+    def fresh(self) -> bool:
+        """Whether reads may be served from the cache: synced, and a watch open or a recent list.
+
+        Recent: within two relist intervals, so one late list is not yet staleness.
+        """
+        if not self.synced.is_set() or self._fresh_at is None:
+            return False
+        return self._watching or self.clock() - self._fresh_at <= 2 * self.relist_interval
 
     def get(self, namespace: str | None, name: str) -> JsonObject | None:
         """A fresh copy of the cached object, or None."""
@@ -258,38 +294,86 @@ class Informer:
         raise kube.UnreachableError(msg)
 
     async def run(self, stop: asyncio.Event) -> None:
-        """List and watch until ``stop`` is set; resume after breaks, list again on 410 Gone."""
+        """List and watch until ``stop`` is set (see the module's notes for what fails how)."""
         delay = RETRY_SECONDS[0]
         while not stop.is_set():
             try:
                 if not self.version:
                     await self._list()
-                async for event in self.cluster.watch(
-                    self.resource,
-                    self.version,
-                    self.namespace,
-                    label_selector=self.label_selector,
-                    field_selector=self.field_selector,
-                ):
-                    self._apply(event.type, event.object)
+                    delay = RETRY_SECONDS[0]
+                await self._watch()
                 delay = RETRY_SECONDS[0]
             except kube.GoneError:
                 log.info("watch expired; listing again", extra={"fields": self._fields()})
                 self.version = ""
-            except kube.KubeError as error:
-                self.last_error = error
-                self._attempted.set()
-                log.warning(
-                    "watch failed", extra={"fields": {**self._fields(), "error": str(error)}}
+            except kube.UnreachableError as error:
+                # The server or the connection is down: resume from the last version.
+                await self._failed(
+                    error, delay, stop, "watch failed" if self.version else "list failed"
                 )
-                await first_of(asyncio.sleep(delay), stop.wait())
                 delay = min(delay * 2, RETRY_SECONDS[1])
+            except kube.KubeError as error:
+                if not self.version:
+                    # The list failed: again with a growing backoff, at most the interval.
+                    await self._failed(error, delay, stop, "list failed")
+                    delay = min(delay * 2, max(RETRY_SECONDS[1], self.relist_interval))
+                    continue
+                # The server refuses the watch: list every interval, try it after each.
+                self._refused(error)
+                self.version = ""
+                await first_of(asyncio.sleep(self.relist_interval), stop.wait())
             except Exception:
                 # A bug must not leave the cache silently stale: list again after a pause.
                 log.exception("watch raised", extra={"fields": self._fields()})
                 self.version = ""
                 await first_of(asyncio.sleep(delay), stop.wait())
                 delay = min(delay * 2, RETRY_SECONDS[1])
+
+    async def _watch(self) -> None:
+        """Follow a watch from ``self.version`` until the server ends it."""
+
+        def opened() -> None:
+            self._watching = True
+            if self.watch_refused is not None:
+                log.info("watch served again", extra={"fields": self._fields()})
+                self.watch_refused = None
+
+        try:
+            async for event in self.cluster.watch(
+                self.resource,
+                self.version,
+                self.namespace,
+                label_selector=self.label_selector,
+                field_selector=self.field_selector,
+                on_open=opened,
+            ):
+                self._apply(event.type, event.object)
+        finally:
+            if self._watching:
+                self._watching = False
+                self._fresh_at = self.clock()
+
+    def _refused(self, error: kube.KubeError) -> None:
+        """Note that the watch is refused; said once at warning, then at debug."""
+        fields = {**self._fields(), "error": str(error), "relist": self.relist_interval}
+        if self.watch_refused is None:
+            log.warning(
+                "watch refused; listing at every interval instead", extra={"fields": fields}
+            )
+        else:
+            log.debug("watch still refused", extra={"fields": fields})
+        self.watch_refused = error
+
+    async def _failed(
+        self, error: kube.KubeError, delay: float, stop: asyncio.Event, what: str
+    ) -> None:
+        """Note a failure (said at warning when it is new, then at debug) and back off."""
+        repeated = self.last_error is not None and str(self.last_error) == str(error)
+        self.last_error = error
+        self._attempted.set()
+        fields = {**self._fields(), "error": str(error)}
+        (log.debug if repeated else log.warning)(what, extra={"fields": fields})
+        await first_of(asyncio.sleep(delay), stop.wait())
 
     async def _list(self) -> None:
         """Replace the cache with a fresh list; tell the handlers what changed.
@@ -324,6 +408,7 @@ class Informer:
             self._set_encoded(key, item_version, data, values)
         self.version = version
         self.last_error = None
+        self._fresh_at = self.clock()
         self.synced.set()
         self._attempted.set()
         for key, (_, data) in before.items():
@@ -397,7 +482,8 @@ class CachedClient:
     async def get(self, resource: Resource, namespace: str | None, name: str) -> JsonObject | None:
         """The object from the cache; from the server where the cache cannot say."""
         informer = self._informers.get(resource)
-        if informer is None or not informer.covers(namespace) or not informer.synced.is_set():
+        if informer is None or not informer.covers(namespace) or not informer.fresh():
+            # Not cached, or not kept current (its watch and lists fail): the server says.
             return await self.cluster.get(resource, namespace, name)
         found = informer.get(namespace, name)
         if found is not None or informer.authoritative:
@@ -411,7 +497,7 @@ class CachedClient:
         absent: a caller about to create it does so and reads it on a conflict.
         """
         informer = self._informers.get(resource)
-        if informer is None or not informer.covers(namespace) or not informer.synced.is_set():
+        if informer is None or not informer.covers(namespace) or not informer.fresh():
             return None
         return informer.get(namespace, name)
 

@@ -310,7 +310,8 @@ COMMON_FLAGS: list[Flag] = [
         help=(
             "A host a hosted control plane's kubeconfig may name: host, *.domain (one "
             "label deep) or an IP address, each with an optional :port (else any port); "
-            "repeatable. Default: the host of the Space the Instance's provider config names."
+            "repeatable. Default: the ingress host the Space publishes (upbound-system/"
+            "ingress-public), else the host of the Space the provider config names."
         ),
     ),
 ]
@@ -630,16 +631,22 @@ def provider_controllers(
     writes (by their label), and, per Space in use, its ControlPlanes and their
     secrets (``SpacesConnector``).
     """
-    instances = Informer(cluster, INSTANCES)
-    configs = Informer(cluster, PROVIDER_CONFIGS)
-    cluster_configs = Informer(cluster, CLUSTER_PROVIDER_CONFIGS)
-    usages = Informer(cluster, PROVIDER_CONFIG_USAGES)
-    cluster_usages = Informer(cluster, CLUSTER_PROVIDER_CONFIG_USAGES)
+    # A watch the API server refuses falls back to a list every poll interval.
+    relist = options.poll_interval
+    instances = Informer(cluster, INSTANCES, relist_interval=relist)
+    configs = Informer(cluster, PROVIDER_CONFIGS, relist_interval=relist)
+    cluster_configs = Informer(cluster, CLUSTER_PROVIDER_CONFIGS, relist_interval=relist)
+    usages = Informer(cluster, PROVIDER_CONFIG_USAGES, relist_interval=relist)
+    cluster_usages = Informer(cluster, CLUSTER_PROVIDER_CONFIG_USAGES, relist_interval=relist)
     for usage_cache in (usages, cluster_usages):
         usage_cache.add_index(USAGES_BY_CONFIG, index_usages_by_config)
     # Only the secrets the provider labelled; an older unlabelled one is read.
     secrets = Informer(
-        cluster, kube.SECRETS, label_selector=CONNECTION_SECRET_SELECTOR, authoritative=False
+        cluster,
+        kube.SECRETS,
+        label_selector=CONNECTION_SECRET_SELECTOR,
+        authoritative=False,
+        relist_interval=relist,
     )
     caches = (instances, configs, cluster_configs, usages, cluster_usages, secrets)
     cache = CachedClient(cluster, caches)
@@ -657,6 +664,7 @@ def provider_controllers(
         cache=cache,
         on_control_plane=queue.add,
         controlplane_hosts=options.controlplane_hosts,
+        poll_interval=options.poll_interval,
     )
 
     def prune_spaces(*_: JsonObject | str | None) -> None:

@@ -84,7 +84,7 @@ class ConfigReconciler:
     async def _count_users(self, namespace: str, name: str) -> int:
         """How many usages name the config: from the cache's index, else a list."""
         cached = self.client.informer(self.usages)
-        if cached is None or not cached.synced.is_set():
+        if cached is None or not cached.fresh():
             users, _ = await self.cluster.list(
                 self.usages, namespace or None, label_selector=f"{PROVIDER_CONFIG_LABEL}={name}"
             )

@@ -1,8 +1,10 @@
-"""The one module that talks to Kubernetes API servers: the local cluster and each Space.
+"""The one module that talks HTTP: to Kubernetes API servers, and to Upbound's token exchange.
 
-It uses the official client's asyncio ApiClient for authentication, TLS and
-kubeconfig handling, and speaks plain REST by path on one keep-alive aiohttp
-session per cluster, so one small surface serves every kind: custom
+The API servers are the local cluster and each Space; the token exchange is the
+one other API a Space needs (Upbound Cloud). It uses the official client's
+asyncio ApiClient for authentication, TLS and kubeconfig handling, and speaks
+plain REST by path on one keep-alive aiohttp session per cluster, so one small
+surface serves every kind: custom
 resources, Secrets, Events and Leases. Errors come out as ``KubeError`` and
 its subclasses, with messages made from the API's Status (never from a
 response body that could hold a secret).
@@ -19,7 +21,7 @@ import ssl
 import tempfile
 import time
 import urllib.request
-from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -41,10 +43,15 @@ JsonObject = dict[str, Any]
 # A page of objects (named here: Cluster.list shadows the builtin in its body).
 Page = list[JsonObject]
 RequestHook = Callable[[str, str], None]
+# Gives the bearer token of the next request (a short-lived one, refreshed as it goes).
+TokenSource = Callable[[], Awaitable[str]]
 
 USER_AGENT = "controlplane-provider"
 REQUEST_TIMEOUT_SECONDS = 15.0
 WATCH_TIMEOUT_SECONDS = 300
+
+
+_WATCH_EVENTS = frozenset({"ADDED", "MODIFIED", "DELETED", "BOOKMARK"})
 
 
 class KubeError(Exception):
@@ -61,6 +68,10 @@ class AlreadyExistsError(KubeError):
 
 class UnreachableError(KubeError):
     """The API server could not be reached, or did not answer in time."""
+
+
+class UnauthorizedError(KubeError):
+    """The server does not take the client's credentials (401): an expired or revoked token."""
 
 
 class GoneError(KubeError):
@@ -116,6 +127,7 @@ class Resource:
 
 SECRETS = Resource("", "v1", "secrets", "Secret")
 SERVICE_ACCOUNTS = Resource("", "v1", "serviceaccounts", "ServiceAccount")
+CONFIG_MAPS = Resource("", "v1", "configmaps", "ConfigMap")
 EVENTS = Resource("", "v1", "events", "Event")
 NAMESPACES = Resource("", "v1", "namespaces", "Namespace", namespaced=False)
 LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease")
@@ -164,12 +176,24 @@ class WatchEvent:
 class Cluster:
     """One API server, with the credentials of one kubeconfig."""
 
-    def __init__(self, api_client: ApiClient, *, on_request: RequestHook | None = None) -> None:
-        """Wrap an ApiClient; ``on_request(verb, plural)`` is told of every request."""
+    def __init__(
+        self,
+        api_client: ApiClient,
+        *,
+        on_request: RequestHook | None = None,
+        token_source: TokenSource | None = None,
+    ) -> None:
+        """Wrap an ApiClient; ``on_request(verb, plural)`` is told of every request.
+
+        ``token_source`` gives the bearer token of each request instead of the
+        client's own credentials (tokens that expire and are refreshed).
+        """
         # The API server names the field manager after the user agent.
         api_client.user_agent = USER_AGENT
         self._client = api_client
         self._on_request = on_request
+        self._token_source = token_source
+        self._sent_token = ""
         # Made on the first request: a session needs a running event loop.
         self._session: aiohttp.ClientSession | None = None
         # The proxy and TLS server name each request is sent with, set with the session.
@@ -181,23 +205,23 @@ class Cluster:
         kubeconfig: Mapping[str, Any],
         *,
         on_request: RequestHook | None = None,
-        ignore_extensions: bool = False,
     ) -> Cluster:
         """A cluster from a parsed kubeconfig that a team may have written (its current context).
 
         Only ``provider.kubeconfig``'s allow-list is honoured: an https server, inline
-        certificate data and a token. Nothing named in the kubeconfig is run or read.
-        ``ignore_extensions`` (an operator's kubeconfig only) drops its inert extensions.
+        certificate data, a TLS server name and a token. Nothing named in the kubeconfig
+        is run or read.
 
         Raises:
             KubeError: the kubeconfig is refused; the message names the field, never a value.
         """
         try:
-            credentials = kubeconfig_model.parse(kubeconfig, ignore_extensions=ignore_extensions)
+            credentials = kubeconfig_model.parse(kubeconfig)
         except kubeconfig_model.KubeconfigError as error:
             raise KubeError(str(error)) from None
         configuration = Configuration(host=credentials.server)
         configuration.ca_cert_data = credentials.ca_pem
+        configuration.tls_server_name = credentials.tls_server_name
         if credentials.token:
             configuration.api_key["BearerToken"] = f"Bearer {credentials.token}"
         if credentials.client_certificate_pem is None or credentials.client_key_pem is None:
@@ -214,6 +238,23 @@ class Cluster:
             client = _api_client(configuration)
         configuration.cert_file = configuration.key_file = None
         return cls(client, on_request=on_request)
+
+    @classmethod
+    def with_token_source(
+        cls,
+        server: str,
+        ca_pem: str | None,
+        token_source: TokenSource,
+        *,
+        on_request: RequestHook | None = None,
+    ) -> Cluster:
+        """A cluster at ``server`` (https), trusting ``ca_pem`` (else the public CAs).
+
+        Every request carries the bearer token ``token_source`` gives at that moment.
+        """
+        configuration = Configuration(host=server.rstrip("/"))
+        configuration.ca_cert_data = ca_pem
+        return cls(_api_client(configuration), on_request=on_request, token_source=token_source)
 
     @classmethod
     async def from_environment(
@@ -283,12 +324,22 @@ class Cluster:
         if self._on_request is not None:
             self._on_request(method, label or "other")
         encoded = None if body is None else json.dumps(body, separators=(",", ":")).encode()
-        async with self._unreachable_as_error():
-            response = await self._send(
-                method, path, query=query, body=encoded, timeout=timeout, content_type=content_type
-            )
-            async with response:
-                data = await _read(response, max_bytes, f"{method} {path}")
+        for attempt in (1, 2):
+            async with self._unreachable_as_error():
+                response = await self._send(
+                    method,
+                    path,
+                    query=query,
+                    body=encoded,
+                    timeout=timeout,
+                    content_type=content_type,
+                )
+                async with response:
+                    data = await _read(response, max_bytes, f"{method} {path}")
+            # A short-lived token refused before its time (revoked, a clock ahead of
+            # ours): the request was not served, so it goes once more with a new one.
+            if response.status != 401 or not self._drop_refused_token() or attempt == 2:
+                break
         if response.status >= 300:
             raise _error(method, path, response.status, data)
         decoded: JsonObject = json.loads(data) if data else {}
@@ -317,8 +368,12 @@ class Cluster:
             "Accept": "application/json",
             "Content-Type": content_type,
         }
-        for setting in (await self._client.configuration.auth_settings()).values():
-            headers[setting["key"]] = setting["value"]
+        if self._token_source is not None:
+            headers["Authorization"] = f"Bearer {await self._token_source()}"
+            self._sent_token = headers["Authorization"].removeprefix("Bearer ")
+        else:
+            for setting in (await self._client.configuration.auth_settings()).values():
+                headers[setting["key"]] = setting["value"]
         url = self.server + path
         if query:
             url += "?" + urlencode(query)
@@ -331,6 +386,14 @@ class Cluster:
             **self._request_options,
         )
         return response
+
+    def _drop_refused_token(self) -> bool:
+        """Tell the token source its last token was refused; whether it can give another."""
+        refused = getattr(self._token_source, "refused", None)
+        if refused is None:
+            return False
+        refused(self._sent_token)
+        return True
 
     def _connection_pool(self) -> aiohttp.ClientSession:
         """One keep-alive session for the cluster's life, as the official client would make it.
@@ -587,11 +650,16 @@ class Cluster:
         *,
         label_selector: str = "",
         field_selector: str = "",
+        on_open: Callable[[], None] | None = None,
     ) -> AsyncIterator[WatchEvent]:
         """Events since ``resource_version``, until the server ends the watch.
 
+        ``on_open`` is called once the server has accepted the watch.
+
         Raises:
             GoneError: the version is too old; list again and watch from there.
+            KubeError: the server refuses the watch (its status), or sends
+                something that is not a watch event.
         """
         query = {
             "watch": "1",
@@ -619,6 +687,8 @@ class Cluster:
                 raise _error(
                     "WATCH", resource.path(namespace), response.status, await response.read()
                 )
+            if on_open is not None:
+                on_open()
             async for line in response.content:
                 if not line.strip():
                     continue
@@ -628,12 +698,17 @@ class Cluster:
                     # A line cut short by a dropped connection.
                     msg = f"watch of {resource.plural} on {self.server} sent a broken event"
                     raise UnreachableError(msg) from None
-                if event.get("type") == "ERROR":
+                kind = event.get("type") if isinstance(event, dict) else None
+                if kind == "ERROR":
                     status = event.get("object") or {}
                     if status.get("code") == 410:
                         raise GoneError(str(status.get("message", "resource version too old")))
                     raise KubeError(f"watch {resource.plural}: {status.get('message', '')}")
-                yield WatchEvent(str(event.get("type")), event.get("object") or {})
+                if kind not in _WATCH_EVENTS:
+                    # A server that ignores ?watch and answers a list, say.
+                    msg = f"watch of {resource.plural} on {self.server} sent no watch event"
+                    raise KubeError(msg)
+                yield WatchEvent(str(kind), event.get("object") or {})
         except (aiohttp.ClientError, TimeoutError) as error:
             msg = f"watch of {resource.plural} on {self.server} ended: {type(error).__name__}"
             raise UnreachableError(msg) from None
@@ -782,6 +857,8 @@ def _error(method: str, path: str, status: int, data: bytes) -> KubeError:
     message = str(answer.get("message") or "") if isinstance(answer, dict) else ""
     reason = str(answer.get("reason") or "") if isinstance(answer, dict) else ""
     text = f"{method} {path}: {status} {reason}: {message}".rstrip(": ")
+    if status == 401:
+        return UnauthorizedError(text)
     if status == 403:
         return ForbiddenError(text)
     if status == 404:
@@ -816,3 +893,100 @@ def load_kubeconfig_text(text: str) -> JsonObject:
 def kubeconfig_file(path: str | Path) -> JsonObject:
     """A kubeconfig read from a file."""
     return load_kubeconfig_text(Path(path).read_text())
+
+
+# Upbound's token exchange (up-sdk-go service/auth: client.go, tokenexchange_types.go).
+TOKEN_EXCHANGE_PATH = "/apis/tokenexchange.upbound.io/v1alpha1/orgscopedtokens"  # noqa: S105 (a path)
+_TOKEN_EXCHANGE_FORM = (
+    ("audience", "upbound:spaces:api"),
+    ("audience", "upbound:spaces:controlplanes"),
+    ("grant_type", "urn:ietf:params:oauth:grant-type:token-exchange"),
+    ("subject_token_type", "urn:ietf:params:oauth:token-type:id_token"),
+)
+_ERROR_DETAIL_CHARS = 200
+
+
+@dataclass(frozen=True)
+class ExchangedToken:
+    """An organisation-scoped access token and how many seconds it lives."""
+
+    access_token: str
+    expires_in: float
+
+
+async def exchange_organization_token(
+    endpoint: str,
+    organization: str,
+    token: str,
+    *,
+    ca_pem: str | None = None,
+    timeout: float = REQUEST_TIMEOUT_SECONDS,
+) -> ExchangedToken:
+    """Exchange a robot's or user's ``token`` for one scoped to ``organization``.
+
+    As up-sdk-go's ``GetOrgScopedToken`` (what ``up organization token`` and
+    provider-kubernetes' ``UpboundTokens`` identity call): a form POST of an RFC
+    8693 token exchange to ``<endpoint>/apis/tokenexchange.upbound.io/v1alpha1/
+    orgscopedtokens``, the token as subject and bearer, audiences
+    ``upbound:spaces:api`` and ``upbound:spaces:controlplanes``, scope
+    ``upbound:org:<organization>``; the answer's ``access_token`` and
+    ``expires_in``.
+
+    Raises:
+        UnauthorizedError: the token is refused (401).
+        KubeError: any other failure; the message never holds a token.
+    """
+    url = endpoint.rstrip("/") + TOKEN_EXCHANGE_PATH
+    form = urlencode(
+        [*_TOKEN_EXCHANGE_FORM, ("subject_token", token), ("scope", f"upbound:org:{organization}")]
+    )
+    context = ssl.create_default_context(cadata=ca_pem) if ca_pem else ssl.create_default_context()
+    where = f"POST {url}"
+    try:
+        async with (
+            aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=context)) as session,
+            session.post(
+                url,
+                data=form.encode(),
+                headers={
+                    "Content-Type": "application/x-www-form-urlencoded",
+                    "Authorization": f"Bearer {token}",
+                    "User-Agent": USER_AGENT,
+                },
+                timeout=aiohttp.ClientTimeout(total=timeout),
+                **_proxy_options(url, None, None),
+            ) as response,
+        ):
+            data = await _read(response, 1024 * 1024, where)
+            status = response.status
+    except (aiohttp.ClientError, TimeoutError, ssl.SSLError, OSError) as error:
+        msg = f"cannot reach the token exchange {url}: {type(error).__name__}"
+        raise UnreachableError(msg) from None
+    if status >= 300:
+        raise _exchange_error(where, status, data, token)
+    try:
+        answer = json.loads(data)
+        access, expires_in = answer["access_token"], float(answer["expires_in"])
+    except (ValueError, KeyError, TypeError):
+        msg = f"{where}: the answer is not a token exchange response"
+        raise KubeError(msg) from None
+    if not isinstance(access, str) or not access or expires_in <= 0:
+        msg = f"{where}: the answer holds no access token with a lifetime"
+        raise KubeError(msg)
+    return ExchangedToken(access, expires_in)
+
+
+def _exchange_error(where: str, status: int, data: bytes, token: str) -> KubeError:
+    """An error from an up-sdk-go error body (``status``, ``title``, ``detail``), token-free."""
+    try:
+        answer = json.loads(data)
+    except ValueError:
+        answer = {}
+    if not isinstance(answer, dict):
+        answer = {}
+    title = str(answer.get("title") or "")
+    detail = str(answer.get("detail") or "")[:_ERROR_DETAIL_CHARS].replace(token, "<token>")
+    text = f"{where}: {status} {title}: {detail}".rstrip(": ")
+    if status == 401:
+        return UnauthorizedError(text)
+    return KubeError(text)

@@ -4,23 +4,31 @@ A kubeconfig handed to the official client's loader can run commands
 (``users[].user.exec``, ``auth-provider``), read files (``tokenFile``, every
 ``*file`` path) and talk plain http. The connection secret of an Instance and
 the Secret of a namespaced ProviderConfig are written by teams, so the
-controllers parse those kubeconfigs here instead: a cluster has only ``server``
-(https) and ``certificate-authority-data``; a user only
-``client-certificate-data``, ``client-key-data`` and ``token``. Anything else is
-refused with an error that names the field, and no value is ever quoted.
+controllers parse those kubeconfigs here instead. Allowed (client-go's
+``clientcmd/api/v1`` names):
+
+- a cluster's ``server`` (https), ``certificate-authority-data``,
+  ``tls-server-name`` (the name its certificate is checked against) and
+  ``disable-compression``;
+- a user's ``client-certificate-data``, ``client-key-data`` and ``token``;
+- a context's ``cluster``, ``user`` and ``namespace``;
+- ``extensions`` of the file, a cluster, a user or a context, and
+  ``preferences`` (``colors``, ``extensions``): inert metadata no client acts
+  on, which a Space and ``up ctx`` write (``spaces.upbound.io/space``, a
+  ``SpaceExtension``: ``internal/upbound/extension_types.go`` of
+  github.com/upbound/up). client-go hands a cluster's extension
+  ``client.authentication.k8s.io/exec`` to exec plugins only, and those are
+  refused.
+
+Anything that may run code, read a file, send the credentials elsewhere or turn
+TLS off (``exec``, ``auth-provider``, ``tokenFile``, ``certificate-authority``,
+``client-certificate``, ``client-key``, ``proxy-url``,
+``insecure-skip-tls-verify``, basic auth, impersonation) is refused with an
+error that names the field, and no value is ever quoted.
 
 A kubeconfig that parses may still name any https host: ``ControlPlaneHosts``
 holds a hosted control plane's server to the hosts the operator allows
-(``--allowed-controlplane-host``), by default the host of its Space.
-
-The Space kubeconfig of a ClusterProviderConfig is the operator's (in a
-Secret teams cannot write), often written by ``up ctx``, which records its
-Space in a context extension (``spaces.upbound.io/space``, a
-``SpaceExtension``: ``internal/upbound/extension_types.go`` of
-github.com/upbound/up). Extensions are inert metadata that no client acts
-on, so ``parse(..., ignore_extensions=True)`` drops every ``extensions``
-list (top level, clusters, users, contexts, ``preferences``) before the same
-allow-list; everything else is refused as for a team's kubeconfig.
+(``--allowed-controlplane-host``), by default what the Space publishes.
 
 Pure: no files, no network. The operator's own kubeconfig (``--kubeconfig``,
 in-cluster config) is trusted and goes through the client's loader in
@@ -34,7 +42,6 @@ import binascii
 import ipaddress
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
 from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -50,9 +57,19 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+class _NamedExtension(_Strict):
+    """An entry of an ``extensions`` list: a name and any value, which nothing reads."""
+
+    name: str
+    extension: object = None
+
+
 class _ClusterFields(_Strict):
     server: str
     certificate_authority_data: str | None = Field(default=None, alias="certificate-authority-data")
+    tls_server_name: str | None = Field(default=None, alias="tls-server-name")
+    disable_compression: bool = Field(default=False, alias="disable-compression")
+    extensions: list[_NamedExtension] = []
 
 
 class _NamedCluster(_Strict):
@@ -64,6 +81,7 @@ class _UserFields(_Strict):
     client_certificate_data: str | None = Field(default=None, alias="client-certificate-data")
     client_key_data: str | None = Field(default=None, alias="client-key-data")
     token: str | None = None
+    extensions: list[_NamedExtension] = []
 
 
 class _NamedUser(_Strict):
@@ -75,11 +93,17 @@ class _ContextFields(_Strict):
     cluster: str
     user: str
     namespace: str | None = None
+    extensions: list[_NamedExtension] = []
 
 
 class _NamedContext(_Strict):
     name: str
     context: _ContextFields
+
+
+class _Preferences(_Strict):
+    colors: bool | None = None
+    extensions: list[_NamedExtension] = []
 
 
 class _Kubeconfig(_Strict):
@@ -90,7 +114,8 @@ class _Kubeconfig(_Strict):
     contexts: list[_NamedContext]
     current_context: str | None = Field(default=None, alias="current-context")
     # kubectl writes an empty one; it holds display settings only.
-    preferences: dict[str, Any] = {}
+    preferences: _Preferences = _Preferences()
+    extensions: list[_NamedExtension] = []
 
 
 @dataclass(frozen=True)
@@ -102,14 +127,16 @@ class Credentials:
     client_certificate_pem: bytes | None = None
     client_key_pem: bytes | None = None
     token: str | None = None
+    # The name the server's certificate must carry, when it is not the URL's host.
+    tls_server_name: str | None = None
+    disable_compression: bool = False
 
 
-def parse(document: object, *, ignore_extensions: bool = False) -> Credentials:
+def parse(document: object) -> Credentials:
     """The current context's server and credentials, if every field is allowed.
 
     Args:
         document: the kubeconfig, parsed from YAML.
-        ignore_extensions: drop every ``extensions`` list first (an operator's kubeconfig).
 
     Returns:
         The server and credentials of the current context (or of the only context).
@@ -119,8 +146,6 @@ def parse(document: object, *, ignore_extensions: bool = False) -> Credentials:
             ``tokenFile``, any file path, ``insecure-skip-tls-verify``, ...), an http
             server, data that is not base64, or a context that names nothing.
     """
-    if ignore_extensions:
-        document = _without_extensions(document)
     try:
         config = _Kubeconfig.model_validate(document)
     except ValidationError as error:
@@ -138,6 +163,9 @@ def parse(document: object, *, ignore_extensions: bool = False) -> Credentials:
     if parts.scheme != "https" or not parts.hostname:
         msg = "kubeconfig: clusters[].cluster.server must be an https URL"
         raise KubeconfigError(msg)
+    if cluster.tls_server_name is not None and not _is_host(cluster.tls_server_name):
+        msg = "kubeconfig: clusters[].cluster.tls-server-name must be a DNS name or an IP address"
+        raise KubeconfigError(msg)
     if (user.client_certificate_data is None) != (user.client_key_data is None):
         msg = "kubeconfig: client-certificate-data and client-key-data go together"
         raise KubeconfigError(msg)
@@ -152,29 +180,9 @@ def parse(document: object, *, ignore_extensions: bool = False) -> Credentials:
         ),
         client_key_pem=_decoded(user.client_key_data, "users[].user.client-key-data"),
         token=user.token,
+        tls_server_name=cluster.tls_server_name,
+        disable_compression=cluster.disable_compression,
     )
-
-
-def _without_extensions(document: object) -> object:
-    """``document`` without the ``extensions`` of itself, its preferences and named entries."""
-    if not isinstance(document, dict):
-        return document
-    result = {key: value for key, value in document.items() if key != "extensions"}
-    preferences = result.get("preferences")
-    if isinstance(preferences, dict):
-        result["preferences"] = {k: v for k, v in preferences.items() if k != "extensions"}
-    for entries, field in (("clusters", "cluster"), ("users", "user"), ("contexts", "context")):
-        listed = result.get(entries)
-        if isinstance(listed, list):
-            result[entries] = [_entry_without_extensions(entry, field) for entry in listed]
-    return result
-
-
-def _entry_without_extensions(entry: object, field: str) -> object:
-    if not isinstance(entry, dict) or not isinstance(entry.get(field), dict):
-        return entry
-    inner = {key: value for key, value in entry[field].items() if key != "extensions"}
-    return {**entry, field: inner}
 
 
 def _current(config: _Kubeconfig) -> _ContextFields:
@@ -294,7 +302,8 @@ class ControlPlaneHosts:
     """The hosts the operator allows a hosted control plane's kubeconfig to name.
 
     ``--allowed-controlplane-host`` patterns when the operator gave any; otherwise
-    only the host (any port) of the Space the control plane belongs to.
+    the ingress host the Space publishes for its control planes, or, when it
+    publishes none the provider can read, the host (any port) of the Space's API.
     """
 
     patterns: tuple[HostPattern, ...] = ()
@@ -309,25 +318,32 @@ class ControlPlaneHosts:
         items = (item for value in values for item in value.replace(",", " ").split())
         return cls(tuple(HostPattern.parse(item) for item in items))
 
-    def check(self, server: str, *, space_server: str | None) -> None:
+    def check(
+        self, server: str, *, space_server: str | None, published: HostPattern | None = None
+    ) -> None:
         """Refuse a control plane ``server`` on a host that is not allowed.
 
         Args:
             server: the ``clusters[].cluster.server`` of the control plane's kubeconfig.
-            space_server: the URL of the Space the control plane belongs to, whose host
-                is the default; None when it is not known.
+            space_server: the URL of the Space's API; its host is the default when the
+                Space publishes no ingress; None when it is not known.
+            published: the ingress host (and port) the Space publishes, the default.
 
         Raises:
             KubeconfigError: naming the rule, never the host.
         """
         allowed = self.patterns
+        rule = "--allowed-controlplane-host"
+        if not allowed and published is not None:
+            allowed, rule = (published,), "the ingress host the Space publishes"
         space = _host_and_port(space_server) if space_server else None
         if not allowed and space is not None:
-            allowed = (HostPattern(space[0]),)
+            allowed, rule = (HostPattern(space[0]),), "the Space's own host"
         if not allowed:
             msg = (
-                "kubeconfig: no control plane host is allowed: the Space's host is not known "
-                "and the operator set no --allowed-controlplane-host"
+                "kubeconfig: no control plane host is allowed: the Space publishes no ingress "
+                "host, its own host is not known, and the operator set no "
+                "--allowed-controlplane-host"
             )
             raise KubeconfigError(msg)
         target = _host_and_port(server)
@@ -335,7 +351,6 @@ class ControlPlaneHosts:
             msg = "kubeconfig: clusters[].cluster.server must be an https URL"
             raise KubeconfigError(msg)
         if not any(pattern.matches(*target) for pattern in allowed):
-            rule = "--allowed-controlplane-host" if self.patterns else "the Space's own host"
             msg = (
                 "kubeconfig: clusters[].cluster.server names a host the operator does not "
                 f"allow (allowed: {rule})"

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from pydantic.alias_generators import to_camel
 
 from provider.kube import Resource
@@ -120,11 +120,43 @@ class SecretKeySelector(_Model):
     key: str = KUBECONFIG_KEY
 
 
-class Credentials(_Model):
-    """Where a provider config's credentials come from."""
+UPBOUND_TOKEN_ENDPOINT = "https://auth.upbound.io"  # noqa: S105 (a URL)
 
-    source: Literal["Secret"] = "Secret"
+
+class UpboundSettings(_Model):
+    """Upbound Cloud: the organisation, the Space and where tokens are exchanged.
+
+    ``space_url`` is what ``up ctx`` names for a Cloud Space (its ingress,
+    ``https://<space>.spaces.upbound.io``); ``token_endpoint`` is Upbound's auth
+    service (``DefaultBaseURL`` of up-sdk-go ``service/auth``). A
+    ``certificate_authority_data`` (base64 PEM) is trusted for both instead of
+    the public CAs, for a Space and auth service with a private CA.
+    """
+
+    organization: str = Field(min_length=1, max_length=100, pattern=r"^[a-z0-9][a-z0-9-]*$")
+    space_url: str = Field(alias="spaceURL", pattern=r"^https://[^/?#@]+/?$")
+    token_endpoint: str = Field(default=UPBOUND_TOKEN_ENDPOINT, pattern=r"^https://[^?#@]+$")
+    certificate_authority_data: str | None = None
+
+
+class Credentials(_Model):
+    """Where a provider config's credentials come from.
+
+    ``Secret``: ``secret_ref`` holds a kubeconfig of the Space. ``UpboundTokens``:
+    ``secret_ref`` holds a robot's or user's token, exchanged for short-lived
+    organisation-scoped tokens as ``upbound`` says.
+    """
+
+    source: Literal["Secret", "UpboundTokens"] = "Secret"
     secret_ref: SecretKeySelector
+    upbound: UpboundSettings | None = None
+
+    @model_validator(mode="after")
+    def _upbound_with_tokens(self) -> Credentials:
+        if self.source == "UpboundTokens" and self.upbound is None:
+            msg = "upbound (organization, spaceURL) is required when source is UpboundTokens"
+            raise ValueError(msg)
+        return self
 
 
 def credentials_namespace(kind: str, name: str, selector: SecretKeySelector, own: str) -> str:
@@ -165,6 +197,23 @@ class ProviderConfigSpec(_Model):
     """``spec`` of a ProviderConfig or ClusterProviderConfig."""
 
     spaces: SpacesSettings
+
+
+class SpaceStatus(_Model):
+    """``status.space`` of a provider config: what the provider learned from its Space.
+
+    ``ingress_host`` is the host (and port) the Space publishes for its control
+    planes (``ingress-host`` of its ConfigMap ``upbound-system/ingress-public``),
+    the default of the hosts a control plane's kubeconfig may name.
+    """
+
+    ingress_host: str = ""
+
+
+class ProviderConfigStatus(_Model):
+    """``status`` of a provider config: the fields the provider writes besides users."""
+
+    space: SpaceStatus = SpaceStatus()
 
 
 class SpaceCondition(_Model):

@@ -2,8 +2,10 @@
 
 Crossplane's composed resources, Backups owned by their schedules, and
 namespaces being deleted all need the garbage collector and the namespace
-controller; nothing else of the controller manager is run (there are no
-nodes, pods or services here).
+controller; Crossplane's ClusterRoles, which aggregate the rules of others
+by label (its chart's, the RBAC manager's, ours in deploy/), need the
+ClusterRole aggregation controller. Nothing else of the controller manager
+is run (there are no nodes, pods or services here).
 """
 
 from __future__ import annotations
@@ -16,7 +18,11 @@ from sandbox.paths import TOOLS_BIN
 from sandbox.processes import Process
 
 KUBE_CONTROLLER_MANAGER_BIN = TOOLS_BIN / "kube-controller-manager"
-CONTROLLERS = ("garbage-collector-controller", "namespace-controller")
+CONTROLLERS = (
+    "garbage-collector-controller",
+    "namespace-controller",
+    "clusterrole-aggregation-controller",
+)
 
 
 @dataclass

@@ -12,6 +12,14 @@ Core's webhook (deletion ordering with Usages) is served on a loopback port:
 the webhook configuration `core init` writes names a Service, which nothing
 routes here, so it is pointed at `https://127.0.0.1:PORT`.
 
+Core is installed as its Helm chart installs it (`sandbox.chart`): the
+chart's ServiceAccounts, ClusterRoles and bindings are applied, `core init`
+and `core start` run as the `crossplane` ServiceAccount, and the chart's
+RBAC manager (`crossplane rbac start`) as `rbac-manager`, each with a token
+of its own (`sandbox.identity`), so core may do exactly what the chart and
+the roles aggregated to it allow. The RBAC manager runs in a network
+namespace of its own (`sandbox.netns`): it binds :8080 whatever it is told.
+
 The same `CrossplaneCore` runs on the management cluster and inside hosted
 control planes (`sandbox.hosted`); with no pod to probe, `running` tells
 whether it is up.
@@ -35,7 +43,10 @@ import yaml
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from sandbox import chart, identity, kubectl
 from sandbox.apiserver import APIServer, StartError, free_port
+from sandbox.identity import ServiceAccount
+from sandbox.netns import NetworkNamespace
 from sandbox.paths import TOOLS, TOOLS_BIN
 from sandbox.pki import KeyPair, issue
 from sandbox.processes import Process
@@ -45,28 +56,14 @@ CORE_BIN = TOOLS_BIN / "crossplane-core"
 CORE_CRDS = TOOLS / "crossplane-core" / "crds"
 CORE_WEBHOOK_CONFIGS = TOOLS / "crossplane-core" / "webhookconfigurations"
 NAMESPACE = "crossplane-system"
-SERVICE_ACCOUNT = "crossplane"
+SERVICE_ACCOUNT = ServiceAccount(NAMESPACE, chart.CORE_SERVICE_ACCOUNT)
+RBAC_MANAGER_SERVICE_ACCOUNT = ServiceAccount(NAMESPACE, chart.RBAC_MANAGER_SERVICE_ACCOUNT)
 ROOT_CA_SECRET = "crossplane-root-ca"
 SERVER_SECRET = "crossplane-tls-server"
 CLIENT_SECRET = "crossplane-tls-client"
 NO_USAGES_WEBHOOK = "crossplane-no-usages"
 PKG = ("pkg.crossplane.io", "v1")
 _INIT_ATTEMPTS = 5
-# Core meters the watch events that wake each composite: a bucket of 100 tokens
-# by default, refilled at 1 a second, an Update event costing 2 (controller-runtime
-# maps both its old and new object), open for 5 minutes once empty
-# (crossplane/crossplane internal/circuit/token_bucket.go; the flags are core's
-# --circuit-breaker-*). Measured here (docs/design.md, "What a ControlPlane costs
-# Crossplane core's circuit breaker"):
-# creating the fullest ControlPlane writes each of its 18 composed objects 5 to 7
-# times and the composite about 18 times, about 250 tokens within seconds when the
-# clouds answer at once, as the stand-ins do; and Flux writes a Kustomization's
-# status 7 times each interval (14 tokens), so 8 stages at the contract's shortest
-# interval, 10 s, take 11.2 tokens a second for as long as they run. Neither is a
-# loop; 100 and 1 a second hold neither. 400 and 12 a second hold both, while a
-# loop, tens to hundreds of events a second, still opens the breaker within seconds.
-CIRCUIT_BREAKER_BURST = 400
-CIRCUIT_BREAKER_REFILL_PER_SECOND = 12
 _LOOPBACK = "127.0.0.1"
 _NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
@@ -127,15 +124,26 @@ class CrossplaneCore:
     server: APIServer
     workdir: Path
     name: str = "crossplane"
+    # Installed as its Helm chart installs it, as its own ServiceAccount, with
+    # its RBAC manager (which needs the cluster's ClusterRole aggregation
+    # controller); without, as admin, as a hosted control plane's core (the
+    # Space's install, not ours) runs here.
+    chart_rbac: bool = True
     webhook_port: int = field(default_factory=free_port)
     metrics_port: int = field(default_factory=free_port)
     health_port: int = field(default_factory=free_port)
     process: Process | None = None
+    rbac_manager: Process | None = None
 
     def __post_init__(self) -> None:
         self.kube = Kube(self.server)
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.log_path = self.workdir / "crossplane.log"
+        self.chart = chart.render(NAMESPACE)
+        # Core's and its RBAC manager's own kubeconfigs, once `init` installed the chart.
+        self.kubeconfig_path = self.workdir / "crossplane.kubeconfig"
+        self.rbac_manager_kubeconfig_path = self.workdir / "rbac-manager.kubeconfig"
+        self._network: NetworkNamespace | None = None
 
     @property
     def root_ca(self) -> KeyPair:
@@ -145,9 +153,9 @@ class CrossplaneCore:
 
     def _environment(self) -> dict[str, str]:
         return {
-            "KUBECONFIG": str(self.server.kubeconfig_path),
+            "KUBECONFIG": str(self.kubeconfig_path),
             "POD_NAMESPACE": NAMESPACE,
-            "POD_SERVICE_ACCOUNT": SERVICE_ACCOUNT,
+            "POD_SERVICE_ACCOUNT": SERVICE_ACCOUNT.name,
             "TLS_CA_SECRET_NAME": ROOT_CA_SECRET,
             "TLS_SERVER_SECRET_NAME": SERVER_SECRET,
             "TLS_CLIENT_SECRET_NAME": CLIENT_SECRET,
@@ -159,24 +167,42 @@ class CrossplaneCore:
             "WEBHOOK_SERVICE_PORT": "9443",
         }
 
+    def install(self) -> None:
+        """Apply what `helm install` of core's chart makes; mint its two accounts' tokens.
+
+        The chart's Deployments and Services are applied too (nothing runs
+        them here), so the cluster holds the objects a real install holds.
+        """
+        self.kube.namespace(NAMESPACE)
+        if not self.chart_rbac:
+            self.kubeconfig_path = self.server.kubeconfig_path
+            # The package fetcher reads its service account's image pull secrets.
+            with contextlib.suppress(ApiException):
+                self.kube.core.create_namespaced_service_account(
+                    NAMESPACE, {"metadata": {"name": SERVICE_ACCOUNT.name}}
+                )
+            return
+        manifest = self.workdir / "crossplane-chart.yaml"
+        manifest.write_text(self.chart.manifest())
+        kubectl.apply(self.server.kubeconfig_path, manifest)
+        identity.kubeconfig(self.server, SERVICE_ACCOUNT, self.kubeconfig_path)
+        identity.kubeconfig(
+            self.server, RBAC_MANAGER_SERVICE_ACCOUNT, self.rbac_manager_kubeconfig_path
+        )
+
     def init(self, *, timeout: float = 120.0) -> None:
-        """Run `core init` until it succeeds, as a kubelet restarts an init container.
+        """Install the chart, then run `core init` until it succeeds, as a kubelet retries one.
 
         On a fresh API server its first run fails once (`no matches for kind
         "Lock"`: the CRD it has just created is not served yet).
         """
         if not CORE_BIN.is_file():
             raise FileNotFoundError(f"{CORE_BIN} is missing: run tools/build.sh crossplane_core")
-        self.kube.namespace(NAMESPACE)
-        # The package fetcher reads its service account's image pull secrets.
-        with contextlib.suppress(ApiException):
-            self.kube.core.create_namespaced_service_account(
-                NAMESPACE, {"metadata": {"name": SERVICE_ACCOUNT}}
-            )
+        self.install()
         for attempt in range(1, _INIT_ATTEMPTS + 1):
             init = Process(
                 f"{self.name}-init",
-                [str(CORE_BIN), "core", "init", "--activation=*"],
+                [str(CORE_BIN), *self.chart.args(*chart.CORE_INIT)],
                 self.workdir / "crossplane-init.log",
                 env=self._environment(),
             )
@@ -209,8 +235,9 @@ class CrossplaneCore:
             self.name,
             [
                 str(CORE_BIN),
-                "core",
-                "start",
+                # The chart's arguments (deploy/crossplane/values.yaml adds the
+                # circuit breaker's), then the sandbox's own.
+                *self.chart.args(*chart.CORE),
                 "--package-runtime=External",
                 f"--webhook-port={self.webhook_port}",
                 f"--metrics-port={self.metrics_port}",
@@ -222,10 +249,6 @@ class CrossplaneCore:
                 # Quick convergence for a sandbox; production keeps the defaults.
                 "--poll-interval=15s",
                 "--sync-interval=5m",
-                # Room for a ControlPlane's creation and its syncs, as docs/install.md
-                # asks of every install: see CIRCUIT_BREAKER_BURST.
-                f"--circuit-breaker-burst={CIRCUIT_BREAKER_BURST}",
-                f"--circuit-breaker-refill-rate={CIRCUIT_BREAKER_REFILL_PER_SECOND}",
             ],
             self.log_path,
             env=self._environment(),
@@ -233,11 +256,35 @@ class CrossplaneCore:
         (self.workdir / "cache" / "xpkg").mkdir(parents=True, exist_ok=True)
         (self.workdir / "cache" / "xfn").mkdir(parents=True, exist_ok=True)
         self.process.start(self._ready, timeout=timeout)
+        if self.chart_rbac:
+            self._start_rbac_manager()
+
+    def _start_rbac_manager(self) -> None:
+        """`crossplane rbac start` as the chart runs it, in a network namespace of its own."""
+        self._network = NetworkNamespace()
+        self._network.forward(urllib3.util.parse_url(self.server.url).port or 443)
+        self.rbac_manager = Process(
+            f"{self.name}-rbac-manager",
+            self._network.command([str(CORE_BIN), *self.chart.args(*chart.RBAC_MANAGER)]),
+            self.workdir / "rbac-manager.log",
+            env={
+                "KUBECONFIG": str(self.rbac_manager_kubeconfig_path),
+                "POD_NAMESPACE": NAMESPACE,
+            },
+        )
+        self.rbac_manager.start()
+
+    @property
+    def processes(self) -> list[Process]:
+        """Core's and its RBAC manager's processes, once started."""
+        return [p for p in (self.process, self.rbac_manager) if p is not None]
 
     def stop(self) -> None:
-        """Stop core."""
-        if self.process is not None:
-            self.process.stop()
+        """Stop the RBAC manager and core."""
+        for process in reversed(self.processes):
+            process.stop()
+        if self._network is not None:
+            self._network.close()
 
     def running(self) -> bool:
         """Core's health without a pod: its process alive and ready, and its CRDs Established."""
@@ -268,9 +315,31 @@ class CrossplaneCore:
         admission.replace_validating_webhook_configuration(NO_USAGES_WEBHOOK, body)
 
 
+def _owned_by(revision: dict[str, Any]) -> list[dict[str, Any]]:
+    """The controller reference to a ProviderRevision, as the Deployment runtime sets it."""
+    return [
+        {
+            "apiVersion": "/".join(PKG),
+            "kind": "ProviderRevision",
+            "name": revision["metadata"]["name"],
+            "uid": revision["metadata"]["uid"],
+            "controller": True,
+            "blockOwnerDeletion": True,
+        }
+    ]
+
+
 @dataclass
 class PackageRuntime:
     """Plays the package runtime: active revisions get TLS secrets, endpoints, RuntimeHealthy.
+
+    For a Provider it also makes what core's Deployment runtime makes: the
+    ServiceAccount its DeploymentRuntimeConfig names (the revision's name
+    without one) and a Deployment running as it, both controlled by the
+    revision. No kubelet runs that Deployment (the sandbox runs the program);
+    it is there because core's RBAC manager binds a provider's system
+    ClusterRole to the ServiceAccounts of the Deployments its revision
+    controls, and the sandbox gives the program a token of that account.
 
     Args:
         kube: The cluster core runs on.
@@ -288,6 +357,7 @@ class PackageRuntime:
     interval: float = 0.5
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
+    _deployed: set[str] = field(default_factory=set)
 
     def __enter__(self) -> PackageRuntime:
         self._thread = threading.Thread(target=self._loop, name="package-runtime", daemon=True)
@@ -334,6 +404,8 @@ class PackageRuntime:
                     "ca.crt": self.ca.cert,
                 },
             )
+        if plural == "providerrevisions" and revision["metadata"]["uid"] not in self._deployed:
+            self._deploy(revision, package)
         if plural == "functionrevisions":
             endpoint = self.endpoints.get(package)
             if endpoint is None:
@@ -366,3 +438,55 @@ class PackageRuntime:
                 "status": wanted,
             },
         )
+
+    def _deploy(self, revision: dict[str, Any], package: str) -> None:
+        """The ServiceAccount and Deployment core's Deployment runtime makes for a provider."""
+        template = self._runtime_config(package)
+        account = ((template.get("serviceAccountTemplate") or {}).get("metadata") or {}).get(
+            "name"
+        ) or revision["metadata"]["name"]
+        name = ((template.get("deploymentTemplate") or {}).get("metadata") or {}).get(
+            "name"
+        ) or revision["metadata"]["name"]
+        labels = {"pkg.crossplane.io/revision": revision["metadata"]["name"]}
+        pod_labels = {**labels, "pkg.crossplane.io/provider": package}
+        owners = _owned_by(revision)
+        apps: Any = client.AppsV1Api(self.kube.api)
+        with contextlib.suppress(ApiException):
+            self.kube.core.create_namespaced_service_account(
+                NAMESPACE, {"metadata": {"name": account, "ownerReferences": owners}}
+            )
+        with contextlib.suppress(ApiException):
+            apps.create_namespaced_deployment(
+                NAMESPACE,
+                {
+                    "metadata": {"name": name, "ownerReferences": owners},
+                    "spec": {
+                        "replicas": 1,
+                        "selector": {"matchLabels": labels},
+                        "template": {
+                            "metadata": {"labels": pod_labels},
+                            "spec": {
+                                "serviceAccountName": account,
+                                "containers": [
+                                    {"name": "package-runtime", "image": revision["spec"]["image"]}
+                                ],
+                            },
+                        },
+                    },
+                },
+            )
+        self._deployed.add(revision["metadata"]["uid"])
+
+    def _runtime_config(self, package: str) -> dict[str, Any]:
+        """The spec of the DeploymentRuntimeConfig the Provider `package` names ("default" if none).
+
+        Core copies a Provider's runtimeConfigRef into its revisions only under
+        its Deployment runtime (internal/controller/pkg/manager), so it is read
+        from the Provider, as that runtime would have it.
+        """
+        provider = self.kube.get("providers", None, package, *PKG) or {}
+        name = ((provider.get("spec") or {}).get("runtimeConfigRef") or {}).get("name")
+        config = name or "default"
+        found = self.kube.get("deploymentruntimeconfigs", None, config, PKG[0], "v1beta1")
+        return dict((found or {}).get("spec") or {})

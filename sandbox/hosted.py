@@ -46,8 +46,12 @@ class HostedControlPlane:
         """Run Crossplane core on this control plane (once; later calls return it)."""
         with self._starting:
             if self.core is None:
+                # The Space installs core here, not the platform team: it runs as admin.
                 core = CrossplaneCore(
-                    self.server, self.workdir / "crossplane", f"crossplane-{self.name}"
+                    self.server,
+                    self.workdir / "crossplane",
+                    f"crossplane-{self.name}",
+                    chart_rbac=False,
                 )
                 try:
                     core.init()

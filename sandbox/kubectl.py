@@ -32,3 +32,8 @@ def apply(kubeconfig: Path, *paths: Path) -> None:
     """`kubectl apply --server-side -f` each file or folder."""
     for path in paths:
         kubectl(kubeconfig, "apply", "--server-side", "--field-manager=sandbox", "-f", str(path))
+
+
+def apply_kustomization(kubeconfig: Path, folder: Path) -> None:
+    """`kubectl apply --server-side -k` a kustomization folder, as an operator does."""
+    kubectl(kubeconfig, "apply", "--server-side", "--field-manager=sandbox", "-k", str(folder))

@@ -12,11 +12,15 @@ One etcd holds every cluster, each a kube-apiserver under its own prefix:
   as docs/install.md tells a platform team;
 - the Space: the upstream Spaces CRDs, with `SpacesSimulator` playing the
   Spaces controller, slow as a Space is (`provisioning_delay`,
-  `deletion_delay`), and `SpaceFront` as its ingress: one TLS address that
+  `deletion_delay`), and `SpaceFront` as its ingress (`spaces-router`) on an
+  address of its own (`ROUTER_ADDRESS`, not the Space API server's), which
   serves the Space's own API at its root (the operator's Space kubeconfig,
-  a static bearer token) and each hosted control plane under its path
-  prefix (the connection secrets the Space writes), as an Upbound Space's
-  `spaces-router` does (see `sandbox.spacefront`);
+  as `up ctx` writes it, a static bearer token) and each hosted control
+  plane under its path prefix (the connection secrets the Space writes);
+  the Space publishes that ingress in `upbound-system/ingress-public` (see
+  `sandbox.spacefront`). `self_hosted_group` adds a group reached as the
+  self-hosted docs say, with a ServiceAccount token of the host cluster's
+  API server; `cloud_space` a second Space as Upbound Cloud runs them;
 - one hosted control plane (API server) per Space ControlPlane, started when
   the simulator first sees it, with Crossplane core inside if the platform
   was started with `crossplane_in_hosted` or a scenario asks for it
@@ -35,18 +39,23 @@ context manager: leaving it stops everything, newest first.
 
 from __future__ import annotations
 
+import base64
 import contextlib
+import subprocess
+import sys
 import tempfile
 import threading
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Any
 
 import yaml
+from kubernetes import client
 
-from sandbox import eks, kubectl, shipped
+from sandbox import eks, identity, install, kubectl, provideraws, shipped
 from sandbox.apiserver import APIServer, APIServerFactory, run_etcd
 from sandbox.aws import Aws
 from sandbox.controller_manager import ControllerManager
@@ -60,25 +69,51 @@ from sandbox.crossplane import (
 from sandbox.flux import Flux
 from sandbox.git import GitServer
 from sandbox.hosted import HostedControlPlane
+from sandbox.identity import ServiceAccount
 from sandbox.launcher import Launcher, VirtualenvLauncher
 from sandbox.ours import Controller, FunctionServer
-from sandbox.paths import REPO_ROOT, UPSTREAM_CRDS
+from sandbox.paths import REPO_ROOT
 from sandbox.pki import issue
 from sandbox.processes import Process
-from sandbox.registry import FUNCTION, PROVIDER, Registry
-from sandbox.spacefront import SpaceFront
-from sandbox.spaces import SPACES_CRD, Kube, SpacesSimulator, wait_for
+from sandbox.provideraws import MEMBERS, dependency_name
+from sandbox.registry import CONFIGURATION_NAME, FUNCTION, PROVIDER, Package, Registry
+from sandbox.spacefront import CloudAuth, SpaceFront
+from sandbox.spaces import (
+    SPACES_CRD,
+    Kube,
+    SpacesSimulator,
+    provider_role,
+    service_account_kubeconfig,
+    wait_for,
+)
 
 SPACE_GROUP = "default"
 SPACE_SECRET = "space-kubeconfig"
 BACKUP_CRDS = REPO_ROOT / "deploy" / "backup-controller" / "crds"
+# The identity deploy/backup-controller/serviceaccount.yaml gives the Backup
+# controller (the provider's is the one its runtime config names).
+BACKUP_ACCOUNT = ServiceAccount("controlplane-system", "controlplane-backup")
 INSTALL_DEADLINE = 180.0
 # How long the sandbox's Space takes to provision and to delete a control plane:
 # seconds, so every scenario meets a Space that is not instant (a real one takes minutes).
 PROVISIONING_DELAY = 3.0
 DELETION_DELAY = 3.0
+# The Space's ingress (spaces-router) and a Cloud Space's, each on a loopback address
+# of its own: a host other than the Space API server's 127.0.0.1, so the provider's
+# default allowed host (what the Space publishes) is what admits them.
+ROUTER_ADDRESS = "127.0.0.2"
+CLOUD_ADDRESS = "127.0.0.3"
+V2_COMPOSITION = REPO_ROOT / "compositions" / "controlplane.yaml"
 
 
+XRD_FOLDERS = (REPO_ROOT / "xrds", REPO_ROOT / "xrds" / "legacy")
+# A kind of each package's, which its ServiceAccount may watch once the RBAC
+# manager has bound the package's roles (by API group).
+WATCHED = {
+    "controlplane.spaces.upbound.io": "instances",
+    "s3.aws.m.upbound.io": "buckets",
+    "iam.aws.m.upbound.io": "roles",
+}
 COMPOSITIONS = (
     *sorted((REPO_ROOT / "compositions").glob("*.yaml")),
     *sorted((REPO_ROOT / "compositions" / "legacy").glob("*.yaml")),
@@ -86,20 +121,42 @@ COMPOSITIONS = (
 SHIPPED_COMPOSITION = REPO_ROOT / "compositions" / "controlplane.yaml"
 
 
-def sandbox_composition(path: Path, git_host: str) -> dict[str, Any]:
+def sandbox_composition(
+    path: Path, git_host: str, provider_config: str | None = None
+) -> dict[str, Any]:
     """A repository composition with its Input as shipped but for the git hosts it allows.
 
     Git repositories are served on loopback over plain http, which the Input
     refuses unless it lists the host and allows http: it lists exactly the
     sandbox's git server (`host:port`), and nothing else private. Everything
-    else, the backups' `irsa` trust included, is as shipped.
+    else, the backups' `irsa` trust included, is as shipped. With
+    ``provider_config`` it is a composition of its own, named
+    ``<provider_config>.<name>``, whose Instances use that ClusterProviderConfig.
     """
     composition: dict[str, Any] = yaml.safe_load(path.read_text())
+    if provider_config is not None:
+        # A composite picks it with spec.crossplane.compositionRef.
+        name = composition["metadata"]["name"]
+        composition["metadata"]["name"] = f"{provider_config}.{name}"
     for step in composition["spec"]["pipeline"]:
         function_input = step.get("input") or {}
+        if provider_config is not None and "instance" in function_input:
+            function_input["instance"]["providerConfigRef"]["name"] = provider_config
         if function_input:
             function_input["source"] = {"allowedHosts": [git_host], "allowHTTP": True}
     return composition
+
+
+@dataclass(frozen=True)
+class CloudSpace:
+    """A Space as Upbound Cloud runs them (`Platform.cloud_space`)."""
+
+    provider_config: str
+    kube: Kube
+    front: SpaceFront
+    auth: CloudAuth
+    simulator: SpacesSimulator
+    composition: str
 
 
 @dataclass
@@ -140,11 +197,12 @@ class Platform:
         self._stack.close()
 
     def _started(self, part: Any) -> Any:
-        """Remember a started part so it is stopped on exit, and its process for logs."""
+        """Remember a started part so it is stopped on exit, and its processes for logs."""
         self._stack.callback(part.stop)
-        process = getattr(part, "process", None)
-        if isinstance(process, Process):
-            self.processes.append(process)
+        processes = getattr(part, "processes", None)
+        if processes is None:
+            processes = [getattr(part, "process", None)]
+        self.processes.extend(p for p in processes if isinstance(p, Process))
         return part
 
     def start(self) -> None:
@@ -164,11 +222,26 @@ class Platform:
         manager = ControllerManager(self.management, self.workdir)
         manager.start()
         self._started(manager)
+        self._start_space()
+        # Flux and the AWS side need nothing of core: they start while core does.
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            beside = pool.submit(self._start_flux_and_aws)
+            self._start_crossplane()
+            beside.result()
+        # Before the Configuration: its compositions' Input allows this git server's host.
+        self.git = self._stack.enter_context(GitServer(self.workdir / "git"))
+        self._install_deploy()
+        self._install_packages()
+        self._start_controllers()
+        # Last: core establishes the Configuration's XRDs while the controllers start.
+        self._wait_offered()
 
+    def _start_space(self) -> None:
+        """The Space: its API server and CRDs, its front, and the simulator playing it."""
         self.space = Kube(self.factory(name="space"))
         self.space.apply_crds(SPACES_CRD)
         self.space.namespace(SPACE_GROUP)
-        self.front = self._stack.enter_context(SpaceFront())
+        self.front = self._stack.enter_context(SpaceFront(ROUTER_ADDRESS))
         self.front.register_space(self.space.server)
         self.simulator = self._stack.enter_context(
             SpacesSimulator(
@@ -181,8 +254,13 @@ class Platform:
             )
         )
 
+    def _start_crossplane(self) -> None:
+        """Core as its chart installs it (the install's first step), our function, the registry."""
+        # The install's steps (sandbox.install), as this platform applied them.
+        self.installed: list[str] = []
         self.core = CrossplaneCore(self.management, self.workdir / "crossplane")
         self.core.init()
+        self.installed.append("crossplane")
         self.core.start()
         self._started(self.core)
         ca = self.core.root_ca
@@ -199,55 +277,141 @@ class Platform:
         self.registry = Registry(self.workdir / "registry")
         self.registry.start()
         self._started(self.registry)
-        self._install_packages()
 
+    def _start_flux_and_aws(self) -> None:
+        """Flux (a prerequisite of the install) and SeaweedFS and moto."""
         self.flux = Flux(self.management, self.workdir / "flux")
         self.flux.install()
         self.flux.start()
         self._stack.callback(self.flux.stop)
         self.processes.extend(self.flux.processes)
-
-        self._install_aws_crds()
-        self.aws = self._stack.enter_context(Aws(self.workdir / "aws", self.kubeconfig))
-        self._connect_provider()
-        self._start_controllers()
-
-        # Before the compositions: their Input allows this server's host.
-        self.git = self._stack.enter_context(GitServer(self.workdir / "git"))
-        self._install_api()
+        self.aws = self._stack.enter_context(Aws(self.workdir / "aws"))
 
     def _start_controllers(self) -> None:
-        """Our provider and backup controller, with the flags and environment deploy/ ships."""
+        """provider-aws's stand-in, our provider and the Backup controller, each as itself.
+
+        Each runs as the ServiceAccount its install ships, once the RBAC
+        manager has bound its package's ClusterRole to it (the Backup
+        controller's account and rules come from deploy/, already applied),
+        with the flags and environment deploy/ ships.
+        """
+        self.aws.run_standin(
+            {
+                service: self._kubeconfig_of(self._bound(dependency_name(package), group))
+                for package in self.aws_packages
+                if (service := MEMBERS.get(package.name)) is not None
+                for group in [f"{service}.aws.m.upbound.io"]
+            }
+        )
         endpoints = self.aws.endpoints_environment()
         # The backup controller's ServiceAccount and the token EKS projects for it;
         # the provider restores irsa Backups with tokens of that account it mints.
         self.irsa = eks.ProjectedToken(self.kube, self.workdir / "irsa")
         self.irsa.start()
         self._stack.callback(self.irsa.stop)
+        self._connect_provider()
         provider = shipped.provider()
         self.provider = Controller(
             self.launcher,
             self.workdir,
             "controlplane-provider",
-            self.kubeconfig,
+            self._kubeconfig_of(self._bound(PROVIDER.name, "controlplane.spaces.upbound.io")),
             list(provider.with_flags(self.provider_args)),
             env={**provider.env, **endpoints},
         )
         self.provider.start()
         self._started(self.provider)
-        kubectl.apply(self.kubeconfig, BACKUP_CRDS)
         backup_controller = shipped.backup_controller()
         self.backup_controller = Controller(
             self.launcher,
             self.workdir,
             "controlplane-backup-controller",
-            self.kubeconfig,
+            self._kubeconfig_of(BACKUP_ACCOUNT),
             list(backup_controller.args),
             env={**backup_controller.env, **endpoints, **self.irsa.environment()},
             files={eks.TOKEN_FILE_VARIABLE: self.irsa.path},
         )
         self.backup_controller.start()
         self._started(self.backup_controller)
+
+    def composition_for(self, provider_config: str) -> str:
+        """Apply the v2 composition with Instances on ``provider_config``; its name."""
+        composition = sandbox_composition(
+            V2_COMPOSITION, self.git.host, provider_config
+        )
+        kubectl.apply(
+            self.kubeconfig, self._manifest(f"composition-{provider_config}", composition)
+        )
+        return str(composition["metadata"]["name"])
+
+    def self_hosted_group(self, group: str, *, watch: bool) -> str:
+        """A Space group reached as the self-hosted docs say; the ClusterProviderConfig's name.
+
+        The operator's kubeconfig names the host cluster's API server (the Space's
+        kube-apiserver, not the ingress) with a token of a ServiceAccount whose Role
+        grants, in the group, what the provider needs, ``watch`` only if asked, and
+        ``get`` of ``upbound-system/ingress-public``. The ClusterProviderConfig is named
+        after the group.
+        """
+        text = service_account_kubeconfig(
+            self.space, group, "provider-controlplane", provider_role(group, watch=watch)
+        )
+        secret = f"space-{group}-kubeconfig"
+        self.kube.put_secret(NAMESPACE, secret, {"kubeconfig": text.encode()})
+        self._provider_config(
+            group, group, {"source": "Secret", "secretRef": _secret_ref(secret, "kubeconfig")}
+        )
+        return group
+
+    def cloud_space(self, token_lifetime: float, organization: str = "acme") -> CloudSpace:
+        """A second Space as Upbound Cloud runs them, and a ClusterProviderConfig ``cloud``.
+
+        Its API (another kube-apiserver) is served at the root of its own front
+        (`CLOUD_ADDRESS`), which refuses watches, takes only organisation tokens that
+        expire after ``token_lifetime`` seconds and exchanges a robot's token for them;
+        the Space writes no connection secrets. The operator's Secret holds the robot's
+        token; the provider config names the Space's URL and the token endpoint.
+        """
+        kube = Kube(self.factory(name="cloud-space"))
+        kube.apply_crds(SPACES_CRD)
+        kube.namespace(SPACE_GROUP)
+        auth = CloudAuth(organization=organization, token_lifetime=token_lifetime)
+        front = self._stack.enter_context(SpaceFront(CLOUD_ADDRESS, cloud=auth))
+        front.register_space(kube.server)
+        simulator = self._stack.enter_context(
+            SpacesSimulator(
+                kube,
+                self._hosted,
+                provisioning_delay=self.provisioning_delay,
+                deletion_delay=self.deletion_delay,
+                front=front,
+                crossplane_running=self.crossplane_running,
+            )
+        )
+        name = "cloud"
+        self.kube.put_secret(NAMESPACE, "upbound-robot", {"token": auth.robot_token.encode()})
+        upbound = {
+            "organization": organization,
+            "spaceURL": front.url,
+            "tokenEndpoint": front.url,
+            "certificateAuthorityData": base64.b64encode(front.ca_pem).decode(),
+        }
+        credentials = {
+            "source": "UpboundTokens",
+            "secretRef": _secret_ref("upbound-robot", "token"),
+            "upbound": upbound,
+        }
+        self._provider_config(name, SPACE_GROUP, credentials)
+        return CloudSpace(name, kube, front, auth, simulator, self.composition_for(name))
+
+    def _provider_config(self, name: str, group: str, credentials: dict[str, Any]) -> None:
+        config = {
+            "apiVersion": "controlplane.spaces.upbound.io/v1alpha1",
+            "kind": "ClusterProviderConfig",
+            "metadata": {"name": name},
+            "spec": {"spaces": {"namespace": group, "credentials": credentials}},
+        }
+        kubectl.apply(self.kubeconfig, self._manifest(f"providerconfig-{name}", config))
 
     @property
     def hosted(self) -> dict[str, APIServer]:
@@ -290,58 +454,129 @@ class Platform:
         path.write_text(yaml.safe_dump_all(documents, sort_keys=False))
         return path
 
+    def _kubeconfig_of(self, account: ServiceAccount) -> Path:
+        """A kubeconfig of the management cluster as `account`, for the process running as it."""
+        path = self.workdir / "identities" / f"{account.namespace}.{account.name}.kubeconfig"
+        return identity.kubeconfig(self.management, account, path)
+
+    def _apply(self, name: str) -> None:
+        """Apply the install step `name` as docs/install.md does (`sandbox.install`)."""
+        step = install.BY_NAME[name]
+        path = REPO_ROOT / step.path
+        if step.how is install.How.KUSTOMIZE:
+            kubectl.apply_kustomization(self.kubeconfig, path)
+        elif step.how is install.How.FILE:
+            kubectl.apply(self.kubeconfig, path)
+        else:
+            raise ValueError(f"the sandbox applies step {name} ({step.how.value}) otherwise")
+        self.installed.append(name)
+
+    def _install_deploy(self) -> None:
+        """What deploy/ ships for the controllers; wait for the Backup CRDs.
+
+        Core's extra rules, the Backup controller (its namespace first: the
+        provider's Role lives there), the provider's runtime config and rules.
+        """
+        for name in ("crossplane-rules", "backup-controller", "provider-runtime"):
+            self._apply(name)
+        for path in sorted(BACKUP_CRDS.glob("*.yaml")):
+            name = yaml.safe_load(path.read_text())["metadata"]["name"]
+            wait_for(f"CRD {name} Established", partial(self.kube.established, name))
+
     def _install_packages(self) -> None:
-        """Push our packages and install them as a platform team does, under production names."""
-        for package in (FUNCTION, PROVIDER):
+        """Push the packages and install them as docs/install.md does, under production names.
+
+        The Function (by the name the compositions call) and the Provider
+        (with its runtime config) first, then the Configuration, whose
+        dependencies Crossplane's package manager resolves: ours are there
+        already, provider-aws-s3 and -iam (and through them the family) it
+        installs from the registry.
+        """
+        self.aws_packages = provideraws.packages(self.workdir / "packages")
+        configuration = Package(self._configuration_root(), CONFIGURATION_NAME)
+        for package in (FUNCTION, PROVIDER, *self.aws_packages, configuration):
             self.registry.push(package)
-        packages = [
-            {
-                "apiVersion": "pkg.crossplane.io/v1",
-                "kind": kind,
-                "metadata": {"name": package.name},
-                "spec": {"package": package.reference},
-            }
-            for kind, package in (("Function", FUNCTION), ("Provider", PROVIDER))
-        ]
-        kubectl.apply(
-            self.kubeconfig,
-            self._manifest("packages", self.registry.image_config(), *packages),
-        )
-        for plural, package in (("functions", FUNCTION), ("providers", PROVIDER)):
-            wait_for(
-                f"{plural} {package.name} Installed and Healthy",
-                partial(package_healthy, self.kube, plural, package.name),
-                timeout=INSTALL_DEADLINE,
-            )
-
-    def _install_aws_crds(self) -> None:
-        """The provider-aws CRDs of the kinds the composition composes."""
-        self.kube.apply_crds(UPSTREAM_CRDS / "provider-aws")
-
-    def _connect_provider(self) -> None:
-        """The Space's kubeconfig secret and the install guide's ClusterProviderConfig."""
-        self._write_space_kubeconfig()
-        kubectl.apply(
-            self.kubeconfig, REPO_ROOT / "examples" / "provider" / "clusterproviderconfig.yaml"
+        # The sandbox's own: production package names sent to the loopback registry.
+        registries = [self.registry.image_config(), self.registry.image_config(provideraws.PREFIX)]
+        kubectl.apply(self.kubeconfig, self._manifest("registries", *registries))
+        self._apply("packages")
+        self._wait_healthy(("functions", FUNCTION.name), ("providers", PROVIDER.name))
+        self._apply("configuration")
+        self._wait_healthy(
+            ("configurations", CONFIGURATION_NAME),
+            *(("providers", dependency_name(package)) for package in self.aws_packages),
         )
 
-    def _write_space_kubeconfig(self) -> None:
-        """The operator's Space kubeconfig: the front's root with the Space's token."""
-        self.kube.put_secret(
-            NAMESPACE, SPACE_SECRET, {"kubeconfig": self.front.space_kubeconfig().encode()}
-        )
-
-    def _install_api(self) -> None:
-        """The XRDs and compositions; wait until the XRDs are Established and Offered."""
-        xrds = (REPO_ROOT / "xrds", REPO_ROOT / "xrds" / "legacy")
-        kubectl.apply(self.kubeconfig, *xrds, *self._compositions())
-        for path in sorted(p for folder in xrds for p in folder.glob("*.yaml")):
+    def _wait_offered(self) -> None:
+        """Wait until the Configuration's XRDs are Established (and Offered, with a claim)."""
+        for path in sorted(p for folder in XRD_FOLDERS for p in folder.glob("*.yaml")):
             name = yaml.safe_load(path.read_text())["metadata"]["name"]
             wait_for(
                 f"XRD {name} Established and Offered",
                 partial(self._offered, name),
                 timeout=INSTALL_DEADLINE,
             )
+
+    def _configuration_root(self) -> Path:
+        """The Configuration's package root as `make release` assembles it, with our Input."""
+        root = self.workdir / "packages" / "configuration"
+        subprocess.run(
+            [sys.executable, "-m", "tools.packages", "configuration", str(root)],
+            cwd=REPO_ROOT,
+            check=True,
+            capture_output=True,
+            timeout=60,
+        )
+        for relative, text in self._compositions().items():
+            (root / relative).write_text(text)
+        return root
+
+    def _wait_healthy(self, *packages: tuple[str, str]) -> None:
+        for plural, name in packages:
+            wait_for(
+                f"{plural} {name} Installed and Healthy",
+                partial(package_healthy, self.kube, plural, name),
+                timeout=INSTALL_DEADLINE,
+            )
+
+    def _bound(self, package: str, group: str) -> ServiceAccount:
+        """The ServiceAccount provider `package` runs as, once RBAC lets it watch its kinds.
+
+        It is the account of the Deployment the package runtime made for the
+        package's revision; the RBAC manager binds the revision's system
+        ClusterRole to it, which this waits for (a watch of `group`'s kinds).
+        """
+        apps: Any = client.AppsV1Api(self.kube.api)
+
+        def account() -> ServiceAccount | None:
+            # Its pods' labels name the package (core's Deployment runtime's selectors).
+            for deployment in apps.list_namespaced_deployment(NAMESPACE).items:
+                labels = deployment.spec.template.metadata.labels or {}
+                if labels.get("pkg.crossplane.io/provider") == package:
+                    return ServiceAccount(
+                        NAMESPACE, deployment.spec.template.spec.service_account_name
+                    )
+            return None
+
+        found = wait_for(f"the ServiceAccount of {package}", account, timeout=INSTALL_DEADLINE)
+        wait_for(
+            f"the RBAC manager binding {found.username}",
+            partial(identity.allowed, self.management, found, "watch", group, WATCHED[group]),
+            timeout=INSTALL_DEADLINE,
+        )
+        return found
+
+    def _connect_provider(self) -> None:
+        """The Space's kubeconfig secret and the guide's ClusterProviderConfig."""
+        self._write_space_kubeconfig()
+        self.installed.append("space-kubeconfig")
+        self._apply("provider-config")
+
+    def _write_space_kubeconfig(self) -> None:
+        """The operator's Space kubeconfig: the front's root with the Space's token."""
+        self.kube.put_secret(
+            NAMESPACE, SPACE_SECRET, {"kubeconfig": self.front.space_kubeconfig().encode()}
+        )
 
     def _offered(self, name: str) -> bool:
         """Established (and Offered, with a claim), and its CRDs serve lists."""
@@ -358,18 +593,20 @@ class Platform:
             crds.append(f"{spec['claimNames']['plural']}.{spec['group']}")
         return all(self.kube.established(crd) for crd in crds)
 
-    def _compositions(self) -> list[Path]:
-        """The compositions with their Input allowing this git server."""
-        return [
-            self._manifest(f"composition-{path.stem}", sandbox_composition(path, self.git.host))
+    def _compositions(self) -> dict[Path, str]:
+        """The compositions with their Input set allowing this git server."""
+        return {
+            path.relative_to(REPO_ROOT): yaml.safe_dump(
+                sandbox_composition(path, self.git.host), sort_keys=False
+            )
             for path in COMPOSITIONS
-        ]
+        }
 
     def logs(self, lines: int = 40) -> str:
         """The tail of every process's log (and the in-process stand-in's), for a failure."""
         with self._hosted_lock:
             cores = [plane.core for plane in self.hosted_control_planes.values()]
-        hosted = [core.process for core in cores if core is not None and core.process is not None]
+        hosted = [process for core in cores if core is not None for process in core.processes]
         tails = [
             f"--- {process.name} ({process.log_path})\n{process.log_tail(lines)}"
             for process in (*self.processes, *hosted)
@@ -379,6 +616,10 @@ class Platform:
             text = "\n".join(standin.read_text(errors="replace").splitlines()[-lines:])
             tails.append(f"--- aws stand-in ({standin})\n{text}")
         return "\n\n".join(tails)
+
+
+def _secret_ref(name: str, key: str) -> dict[str, str]:
+    return {"namespace": NAMESPACE, "name": name, "key": key}
 
 
 @contextlib.contextmanager

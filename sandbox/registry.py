@@ -1,9 +1,11 @@
-"""A loopback OCI registry (`crane registry serve`) and our packages pushed into it.
+"""A loopback OCI registry (`crane registry serve`) and the packages pushed into it.
 
-The packages keep their production names (`xpkg.acme.io/acme/...`); an
-ImageConfig rewrites that prefix to the loopback registry, so what is
-installed is exactly what a platform team installs. go-containerregistry
-speaks plain HTTP to a registry on 127.x by itself.
+The packages keep their production names (`xpkg.acme.io/acme/...`, and
+`xpkg.upbound.io/upbound/...` for provider-aws: `sandbox.provideraws`); an
+ImageConfig per prefix rewrites it to the loopback registry, so what is
+installed, dependencies resolved by Crossplane's package manager included,
+is what a platform team installs. go-containerregistry speaks plain HTTP to
+a registry on 127.x by itself.
 """
 
 from __future__ import annotations
@@ -27,19 +29,32 @@ _NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
 @dataclass(frozen=True)
 class Package:
-    """A package to build: the folder holding its crossplane.yaml, and its name."""
+    """A package to build: the folder holding its crossplane.yaml, its name and where it lives."""
 
     root: Path
     name: str
+    prefix: str = PRODUCTION_PREFIX
+    version: str = PACKAGE_VERSION
+
+    @property
+    def repository(self) -> str:
+        """Its production repository, as a dependsOn names it."""
+        return f"{self.prefix}{self.name}"
 
     @property
     def reference(self) -> str:
         """Its production reference, as docs/install.md installs it."""
-        return f"{PRODUCTION_PREFIX}{self.name}:{PACKAGE_VERSION}"
+        return f"{self.repository}:{self.version}"
+
+    @property
+    def path(self) -> str:
+        """Its repository's path below the registry's host (`acme/function-controlplane`)."""
+        return self.repository.split("/", 1)[1]
 
 
 FUNCTION = Package(REPO_ROOT / "package" / "function", "function-controlplane")
 PROVIDER = Package(REPO_ROOT / "package" / "provider", "provider-controlplane")
+CONFIGURATION_NAME = "configuration-controlplane"
 
 
 @dataclass
@@ -76,7 +91,7 @@ class Registry:
     def push(self, package: Package) -> str:
         """Build the package with `crossplane xpkg build` and push it; its loopback reference."""
         output = self.workdir / f"{package.name}.xpkg"
-        reference = f"{self.host}/acme/{package.name}:{PACKAGE_VERSION}"
+        reference = f"{self.host}/{package.path}:{package.version}"
         _crossplane(
             "xpkg",
             "build",
@@ -90,15 +105,16 @@ class Registry:
         _crossplane("xpkg", "push", "-f", str(output), reference)
         return reference
 
-    def image_config(self) -> dict[str, Any]:
-        """The ImageConfig that sends our production package names to this registry."""
+    def image_config(self, prefix: str = PRODUCTION_PREFIX) -> dict[str, Any]:
+        """The ImageConfig that sends the package names under `prefix` to this registry."""
+        host, path = prefix.split("/", 1)
         return {
             "apiVersion": "pkg.crossplane.io/v1beta1",
             "kind": "ImageConfig",
-            "metadata": {"name": "acme-loopback-registry"},
+            "metadata": {"name": f"loopback-{host.replace('.', '-')}"},
             "spec": {
-                "matchImages": [{"type": "Prefix", "prefix": PRODUCTION_PREFIX}],
-                "rewriteImage": {"prefix": f"{self.host}/acme/"},
+                "matchImages": [{"type": "Prefix", "prefix": prefix}],
+                "rewriteImage": {"prefix": f"{self.host}/{path}"},
             },
         }
 

@@ -64,8 +64,10 @@ import socket
 import ssl
 import tempfile
 import threading
+import time
+import urllib.parse
 from collections.abc import Coroutine, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Self, TypeVar
@@ -81,6 +83,11 @@ from sandbox.pki import KeyPair, certificate_authority, issue
 
 LOOPBACK = "127.0.0.1"
 API_GROUP_PATH = "/apis/spaces.upbound.io/v1beta1"
+# Upbound's token exchange (up-sdk-go service/auth: client.go, tokenexchange_types.go).
+TOKEN_EXCHANGE_PATH = "/apis/tokenexchange.upbound.io/v1alpha1/orgscopedtokens"
+_AUDIENCES = frozenset({"upbound:spaces:api", "upbound:spaces:controlplanes"})
+_GRANT_TYPE = "urn:ietf:params:oauth:grant-type:token-exchange"
+_SUBJECT_TOKEN_TYPE = "urn:ietf:params:oauth:token-type:id_token"
 _ROUTE = re.compile(
     r"^/apis/spaces\.upbound\.io/v1beta1/namespaces/(?P<group>[^/]+)"
     r"/controlplanes/(?P<name>[^/]+)/k8s(?P<rest>/.*)?$"
@@ -197,6 +204,91 @@ def status_body(code: int, reason: str, message: str) -> bytes:
 
 
 @dataclass
+class CloudAuth:
+    """Upbound Cloud's side of a Space front: organisation tokens instead of static ones.
+
+    ``robot_token`` is a robot's token of ``organization``; POSTed to
+    ``TOKEN_EXCHANGE_PATH`` as up-sdk-go's ``GetOrgScopedToken`` sends it, it is
+    exchanged for an access token that expires after ``token_lifetime`` seconds
+    (settable; the answer's ``expires_in``). The Space's API and every control plane
+    take any unexpired access token of the organisation and refuse the rest (401).
+    The Space's API refuses watches (405 ``MethodNotAllowed``, as kube-apiserver
+    answers for a storage without watch), and the Space writes no connection
+    secrets (``SpacesSimulator``).
+    """
+
+    organization: str = "acme"
+    token_lifetime: float = 3600.0
+    robot_token: str = field(default_factory=lambda: secrets.token_urlsafe(32))
+    # access token -> when it expires (monotonic)
+    issued: dict[str, float] = field(default_factory=dict)
+    exchanges: int = 0
+    refused_watches: int = 0
+
+    def exchange(self, form: dict[str, list[str]], authorization: str | None) -> web.Response:
+        """An access token for a well-formed exchange of the robot's token; else an error."""
+        subject = (form.get("subject_token") or [""])[0]
+        if (
+            bearer_token(authorization) != subject
+            or not subject
+            or not hmac.compare_digest(subject.encode(), self.robot_token.encode())
+        ):
+            return _upbound_error(401, "Unauthorized", "invalid subject token")
+        scope = (form.get("scope") or [""])[0]
+        if scope != f"upbound:org:{self.organization}":
+            return _upbound_error(403, "Forbidden", "the token has no access to that organization")
+        if (
+            set(form.get("audience") or []) != _AUDIENCES
+            or form.get("grant_type") != [_GRANT_TYPE]
+            or form.get("subject_token_type") != [_SUBJECT_TOKEN_TYPE]
+        ):
+            return _upbound_error(400, "Bad Request", "not an organization token exchange")
+        access = secrets.token_urlsafe(32)
+        now = time.monotonic()
+        self.issued = {t: e for t, e in self.issued.items() if e > now}
+        self.issued[access] = now + self.token_lifetime
+        self.exchanges += 1
+        body = {
+            "access_token": access,
+            "issued_token_type": "urn:ietf:params:oauth:token-type:access_token",
+            "token_type": "Bearer",
+            "expires_in": int(self.token_lifetime),
+        }
+        return web.json_response(body)
+
+    def admits(self, token: str) -> bool:
+        """Whether ``token`` is an access token of the organisation that has not expired."""
+        expires = self.issued.get(token)
+        return expires is not None and time.monotonic() < expires
+
+
+def _upbound_error(status: int, title: str, detail: str) -> web.Response:
+    """An error as Upbound's APIs answer one (up-sdk-go ``errors.Error``)."""
+    return web.json_response({"status": status, "title": title, "detail": detail}, status=status)
+
+
+def _watch_refused(path: str) -> web.Response:
+    """kube-apiserver's answer to a watch of a storage without one (``NewMethodNotSupported``)."""
+    parts = path.strip("/").split("/")
+    resource = parts[-1] if parts else ""
+    group = parts[1] if len(parts) > 2 and parts[0] == "apis" else ""
+    kind = f"{resource}.{group}" if group else resource
+    body = json.dumps(
+        {
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": f"watch is not supported on resources of kind {kind!r}".replace("'", '"'),
+            "reason": "MethodNotAllowed",
+            "details": {"group": group, "kind": resource},
+            "code": 405,
+        }
+    ).encode()
+    return web.Response(status=405, body=body, content_type="application/json")
+
+
+@dataclass
 class _Upstream:
     """An API server behind the front, and the token that reaches it."""
 
@@ -214,7 +306,10 @@ class SpaceFront:
     ``rotate_token`` or ``rotate_ca`` it writes the kubeconfigs they return.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, address: str = LOOPBACK, *, cloud: CloudAuth | None = None) -> None:
+        """Serve on ``address`` (a loopback address); Upbound Cloud's way with ``cloud``."""
+        self.address = address
+        self.cloud = cloud
         self._folder = Path(tempfile.mkdtemp(prefix="spacefront-"))
         self._ca, serving = self._new_certificates()
         self._tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
@@ -222,9 +317,10 @@ class SpaceFront:
         self._tls.load_cert_chain(*self._write_serving(serving))
         self._socket = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self._socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self._socket.bind((LOOPBACK, 0))
+        self._socket.bind((address, 0))
         port: int = self._socket.getsockname()[1]
-        self.url = f"https://{LOOPBACK}:{port}"
+        self.host = f"{address}:{port}"
+        self.url = f"https://{self.host}"
         self._control_planes: dict[tuple[str, str], _Upstream] = {}
         self._space: _Upstream | None = None
         self._loop = asyncio.new_event_loop()
@@ -415,10 +511,17 @@ class SpaceFront:
             raise KeyError(msg)
         return found
 
-    @staticmethod
-    def _new_certificates() -> tuple[KeyPair, KeyPair]:
+    def _new_certificates(self) -> tuple[KeyPair, KeyPair]:
         ca = certificate_authority("space-front-ca")
-        return ca, issue(ca, "space-front")
+        return ca, issue(ca, "space-front", names=(self.address, "localhost"))
+
+    def ingress_public(self) -> dict[str, str]:
+        """What the Space publishes of this ingress: ``upbound-system/ingress-public``'s data.
+
+        ``ingress-host`` and ``ingress-ca``, the keys ``up ctx`` reads (upbound/up
+        ``internal/profile/kubeconfig.go``, ``internal/spaces/ingress.go``).
+        """
+        return {"ingress-host": self.host, "ingress-ca": self.ca_pem.decode()}
 
     def _write_serving(self, serving: KeyPair) -> tuple[str, str]:
         """The serving pair as private files: ``ssl`` loads a certificate from files only."""
@@ -431,6 +534,9 @@ class SpaceFront:
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         path = request.rel_url.raw_path
+        if self.cloud is not None and path == TOKEN_EXCHANGE_PATH and request.method == "POST":
+            form = urllib.parse.parse_qs((await request.read()).decode(errors="replace"))
+            return self.cloud.exchange(form, request.headers.get("Authorization"))
         route = parse_route(path)
         if route is not None:
             upstream = self._control_planes.get((route.group, route.name))
@@ -440,10 +546,21 @@ class SpaceFront:
         if upstream is None:
             return _status(404, "NotFound", "the page you requested does not exist")
         token = bearer_token(request.headers.get("Authorization"))
-        if token is None or not hmac.compare_digest(
-            token.encode(errors="replace"), upstream.token.encode()
-        ):
+        if self.cloud is not None:
+            admitted = token is not None and self.cloud.admits(token)
+        else:
+            admitted = token is not None and hmac.compare_digest(
+                token.encode(errors="replace"), upstream.token.encode()
+            )
+        if not admitted:
             return _status(401, "Unauthorized", "Unauthorized")
+        if (
+            self.cloud is not None
+            and route is None
+            and request.rel_url.query.get("watch", "").lower() in {"1", "true"}
+        ):
+            self.cloud.refused_watches += 1
+            return _watch_refused(path)
         return await _forward(request, upstream, path)
 
 

@@ -214,6 +214,64 @@ class Kube:
         return [dict(self.api.sanitize_for_serialization(e)) for e in found.items]
 
 
+def provider_role(group: str, *, watch: bool, read: bool = True) -> dict[str, list[dict[str, Any]]]:
+    """The Space Role the provider needs, by namespace: the group's, and the published ingress.
+
+    ``watch`` adds ``watch`` to the reads; without ``read`` it may not even get or list.
+    """
+    reading = ["get", "list", *(["watch"] if watch else [])] if read else []
+    return {
+        group: [
+            {
+                "apiGroups": ["spaces.upbound.io"],
+                "resources": ["controlplanes"],
+                "verbs": [*reading, "create", "patch", "delete"],
+            },
+            {"apiGroups": [""], "resources": ["secrets"], "verbs": reading or ["create"]},
+        ],
+        INGRESS_NAMESPACE: [
+            {
+                "apiGroups": [""],
+                "resources": ["configmaps"],
+                "resourceNames": [INGRESS_CONFIGMAP],
+                "verbs": ["get"],
+            }
+        ],
+    }
+
+
+def service_account_kubeconfig(
+    space: Kube, namespace: str, account: str, rules: dict[str, list[dict[str, Any]]]
+) -> str:
+    """A kubeconfig of ``space``'s API server with a token of a new ServiceAccount.
+
+    The account gets a Role per namespace of ``rules`` (each named after the account),
+    as an operator following the self-hosted docs sets up the provider's identity in
+    the host cluster.
+    """
+    rbac: Any = client.RbacAuthorizationV1Api(space.api)
+    space.namespace(namespace)
+    space.core.create_namespaced_service_account(namespace, {"metadata": {"name": account}})
+    role = f"{account}-{namespace}"
+    for where, granted in rules.items():
+        space.namespace(where)
+        rbac.create_namespaced_role(where, {"metadata": {"name": role}, "rules": granted})
+        rbac.create_namespaced_role_binding(
+            where,
+            {
+                "metadata": {"name": role},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": role},
+                "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": namespace}],
+            },
+        )
+    minted = space.core.create_namespaced_service_account_token(
+        account, namespace, {"spec": {"expirationSeconds": 7 * 24 * 3600}}
+    )
+    document = yaml.safe_load(space.server.kubeconfig)
+    document["users"][0]["user"] = {"token": minted.status.token}
+    return str(yaml.safe_dump(document))
+
+
 @dataclass(frozen=True)
 class Fault:
     """A fault the simulated Space reports on one ControlPlane until it is cleared.
@@ -337,6 +395,7 @@ class SpacesSimulator:
 
     def __enter__(self) -> SpacesSimulator:
         self._apply_policy(probe_refused=UNOFFERED_PROBE)
+        self.publish_ingress()
         for thread in self._threads:
             thread.start()
         return self
@@ -351,6 +410,33 @@ class SpacesSimulator:
             thread.join(timeout=10)
 
     # Operations a test (or a person at the sandbox) performs on the Space.
+
+    @property
+    def cloud(self) -> bool:
+        """Whether this Space is an Upbound Cloud one: it writes no connection secrets."""
+        return self.front is not None and self.front.cloud is not None
+
+    def publish_ingress(self) -> None:
+        """Write ``upbound-system/ingress-public`` with the front's host and CA, as a Space does.
+
+        The ConfigMap ``up ctx`` reads a Space's ingress from (upbound/up
+        ``internal/profile/kubeconfig.go``, ``internal/spaces/ingress.go``).
+        """
+        if self.front is None:
+            return
+        self.space.namespace(INGRESS_NAMESPACE)
+        body = {
+            "metadata": {"name": INGRESS_CONFIGMAP, "namespace": INGRESS_NAMESPACE},
+            "data": self.front.ingress_public(),
+        }
+        try:
+            self.space.core.create_namespaced_config_map(INGRESS_NAMESPACE, body)
+        except ApiException as error:
+            if error.status != 409:
+                raise
+            self.space.core.replace_namespaced_config_map(
+                INGRESS_CONFIGMAP, INGRESS_NAMESPACE, body
+            )
 
     def publish_release(self, version: str) -> list[tuple[str, str, str]]:
         """Offer ``version``, then upgrade every ControlPlane its channel takes there.
@@ -406,7 +492,7 @@ class SpacesSimulator:
         front = self._front()
         cp = self.space.get("controlplanes", namespace, name, SPACES_GROUP, SPACES_VERSION)
         publication = self._published.get((cp or {}).get("metadata", {}).get("uid", ""))
-        if publication is None:
+        if publication is None or publication.secret is None:
             msg = f"ControlPlane {namespace}/{name} has no connection secret yet"
             raise KeyError(msg)
         with self._secrets:
@@ -423,9 +509,13 @@ class SpacesSimulator:
         front = self._front()
         with self._secrets:
             front.rotate_ca()
+            self.publish_ingress()
+            written = []
             for publication in self._published.values():
-                self.space.put_secret(*publication.secret, self._kubeconfigs(publication))
-            return [publication.secret for publication in self._published.values()]
+                if publication.secret is not None:
+                    self.space.put_secret(*publication.secret, self._kubeconfigs(publication))
+                    written.append(publication.secret)
+            return written
 
     def refresh(self) -> None:
         """Ask again whether Crossplane runs in each control plane, and report it."""
@@ -560,8 +650,10 @@ class SpacesSimulator:
             return held and due <= 0
         if not held or not (cp["spec"].get("crossplane") or {}).get("version"):
             return True
-        secret = _connection_secret(cp)
+        secret = None if self.cloud else _connection_secret(cp)
         publication = self._published.get(metadata["uid"])
+        if _provisioned(cp) and self.cloud and publication is None:
+            return True  # routed on the ingress, with no secret
         if _provisioned(cp) and secret and (publication is None or publication.secret != secret):
             # A Space publishes the kubeconfig wherever the ControlPlane names (an adopted
             # ControlPlane given a connection secret later, among them).
@@ -646,16 +738,20 @@ class SpacesSimulator:
                 self._write_status(cp, creating)
             if self._due_in(cp) > 0:
                 return
-        secret = _connection_secret(cp)
+        secret = None if self.cloud else _connection_secret(cp)
         publication = self._published.get(metadata["uid"])
-        if secret and (publication is None or publication.secret != secret):
+        if (secret or self.cloud) and (publication is None or publication.secret != secret):
             self._publish(cp, secret)
         if self._crossplane_running is not None:
             self._running[metadata["uid"]] = self._crossplane_runs(cp)
         self._write_status(cp, self._status(cp))
 
-    def _publish(self, cp: dict[str, Any], secret: tuple[str, str]) -> None:
-        """Write the ControlPlane's kubeconfig into ``secret`` (routed by the front, if any)."""
+    def _publish(self, cp: dict[str, Any], secret: tuple[str, str] | None) -> None:
+        """Route the ControlPlane on the front (if any); write its kubeconfig into ``secret``.
+
+        A Cloud Space writes no secret (``secret`` None): clients reach the control
+        plane on the ingress with an organisation token.
+        """
         metadata = cp["metadata"]
         publication = _Publication(
             (metadata["namespace"], metadata["name"]), secret, self.hosted_for(cp)
@@ -663,7 +759,8 @@ class SpacesSimulator:
         with self._secrets:
             if self.front is not None:
                 self.front.register(*publication.control_plane, publication.server)
-            self.space.put_secret(*secret, self._kubeconfigs(publication))
+            if secret is not None:
+                self.space.put_secret(*secret, self._kubeconfigs(publication))
             self._published[metadata["uid"]] = publication
 
     def _kubeconfigs(self, publication: _Publication) -> dict[str, bytes]:
@@ -687,6 +784,8 @@ class SpacesSimulator:
         with self._secrets:
             publication = self._published.get(uid)
             secret = publication.secret if publication else _connection_secret(cp)
+            if self.cloud:
+                secret = None
             if secret is not None:
                 try:
                     self.space.core.delete_namespaced_secret(secret[1], secret[0])
@@ -846,6 +945,8 @@ SPACES_GROUP, SPACES_VERSION = "spaces.upbound.io", "v1beta1"
 # The simulator's own finalizer on every ControlPlane (a Space's name for its own is not
 # documented; this one says whose it is).
 FINALIZER = "spaces-simulator.sandbox.local/controlplane"
+# Where a Space publishes its ingress (upbound/up internal/profile/kubeconfig.go).
+INGRESS_NAMESPACE, INGRESS_CONFIGMAP = "upbound-system", "ingress-public"
 # The connection secret's keys (``ResourceCredentialsSecretInClusterKubeconfigKey``).
 KUBECONFIG_KEY, INCLUSTER_KEY = "kubeconfig", "kubeconfig-incluster"
 
@@ -855,7 +956,8 @@ class _Publication:
     """Where a ControlPlane's kubeconfig was written, and the API server it leads to."""
 
     control_plane: tuple[str, str]
-    secret: tuple[str, str]
+    # None in a Cloud Space, which writes no connection secrets.
+    secret: tuple[str, str] | None
     server: APIServer
 
 

@@ -7,7 +7,7 @@
 # tools/flux/cli/go.mod for the flux CLI;
 # tools/controller-gen/go.mod for controller-gen; tools/sops/go.mod for sops
 # and age-keygen; tools/plan-build/go.mod for controlplane-plan-build, our own
-# program on Flux's libraries), and fetches the upstream
+# program on Flux's libraries; tools/helm/go.mod for helm), and fetches the upstream
 # CRDs the tests validate against into .tools/crds, pinned by version and sum
 # in tools/crds.lock. A tool whose binary already reports the pinned version is
 # not rebuilt, and CRDs whose stamp matches the lock are not fetched again, so
@@ -18,7 +18,7 @@
 #                                  crane, kube_apiserver, kube_controller_manager,
 #                                  kubectl, etcd, source_controller,
 #                                  kustomize_controller, controller_gen,
-#                                  sops, age_keygen, plan_build, flux_cli
+#                                  sops, age_keygen, plan_build, helm, flux_cli
 #                                  (the bench's baseline; never by default) or
 #                                  fetch the CRDs (crds)
 set -euo pipefail
@@ -167,6 +167,27 @@ build_age_keygen() {
   build_pinned age-keygen "${root}/tools/sops" "${module}" "${module}/cmd/age-keygen"
 }
 
+# helm renders Crossplane core's own Helm chart, as `helm install` would, for the
+# sandbox (sandbox/chart.py): the chart is copied from the crossplane module
+# tools/go.mod pins (cluster/charts/crossplane) into .tools/crossplane-core/chart.
+build_helm() {
+  local module="helm.sh/helm/v4"
+  build_pinned helm "${root}/tools/helm" "${module}" "${module}/cmd/helm" \
+    "-X ${module}/internal/version.version=%v"
+  local source chart="${root}/.tools/crossplane-core/chart"
+  source="$(cd "${root}/tools" && go mod download "${crossplane_module}" &&
+    go list -m -f '{{.Dir}}' "${crossplane_module}")"
+  rm -rf "${chart}"
+  mkdir -p "$(dirname "${chart}")"
+  cp -R "${source}/cluster/charts/crossplane" "${chart}"
+  chmod -R u+w "${chart}"
+  # The module's chart says 0.0.1: Crossplane's release packages it with the
+  # release as its version and appVersion (the image tag), as this does.
+  local version; version="$(pinned "${root}/tools" "${crossplane_module}")"
+  sed -i -e "s/^version: .*/version: ${version#v}/" -e "s/^appVersion: .*/appVersion: ${version#v}/" \
+    "${chart}/Chart.yaml"
+}
+
 # The flux CLI: the baseline of bench/plan_scale.py (`flux diff kustomization`);
 # built on demand only (`tools/build.sh flux_cli`), never by default. Its
 # module embeds the install manifests flux2's Makefile generates, which the
@@ -313,7 +334,7 @@ build_crds() {
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=(crossplane crossplane_core crane kube_apiserver
   kube_controller_manager kubectl etcd source_controller kustomize_controller sops age_keygen
-  plan_build crds)
+  plan_build helm crds)
 for target in "${targets[@]}"; do
   "build_${target}"
 done

@@ -6,9 +6,10 @@
 #
 #   tools/images.sh            build the images (skipped when nothing they are made of changed)
 #   tools/images.sh --force    build them even so
-#   tools/images.sh release    the images, then dist/: xpkgs with their runtime, image
-#                              tarballs, SBOMs, controlplane-plan for teams' CI (the
-#                              project's wheel and controlplane-plan-build) and SHA256SUMS
+#   tools/images.sh release    the images, then dist/: xpkgs (the function and provider
+#                              with their runtime, the Configuration), image tarballs,
+#                              SBOMs, controlplane-plan for teams' CI (the project's
+#                              wheel and controlplane-plan-build) and SHA256SUMS
 #   tools/images.sh lock       re-resolve tools/image-requirements.txt from pyproject.toml
 #   tools/images.sh fingerprint  the hash of everything the images are made of
 #
@@ -246,6 +247,12 @@ release() {
     PYTHONPATH="${root}" "${python}" -m tools.sbom "${out}/${image}/rootfs" \
       "acme/${package}" "${version}" "${digest}" >"${dist}/${package}.sbom.cdx.json"
   done
+  # The Configuration: the XRDs and Compositions, depending on the two above
+  # and on provider-aws (package/configuration/crossplane.yaml); no runtime.
+  PYTHONPATH="${root}" "${python}" -m tools.packages configuration "${out}/configuration"
+  "${crossplane}" xpkg build --package-root "${out}/configuration" \
+    --examples-root "${out}/no-examples" \
+    --package-file "${dist}/configuration-controlplane.xpkg"
   # Both images in one OCI layout (they share their one layer), tagged
   # function and provider, as a tar whose bytes depend on nothing but its files:
   # `skopeo copy oci-archive:...:function docker://...` pushes it digest for digest.

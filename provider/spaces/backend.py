@@ -1,18 +1,30 @@
 """The Spaces backend: one ``spaces.upbound.io`` ControlPlane per Instance.
 
 ``SpacesConnector`` reads the Instance's provider config and the Space's
-kubeconfig from its secret; ``SpacesClient`` observes, creates, updates and
-deletes the ControlPlane named by the Instance's external name, and hands the
-ControlPlane's kubeconfig back as the Instance's connection detail.
+credentials from its secret: a kubeconfig (``Secret``), or a robot's or user's
+token exchanged for short-lived organisation tokens (``UpboundTokens``, Upbound
+Cloud; ``provider.spaces.upbound``). ``SpacesClient`` observes, creates, updates
+and deletes the ControlPlane named by the Instance's external name, and hands
+the ControlPlane's kubeconfig back as the Instance's connection detail: the one
+the Space wrote, or, in Upbound Cloud, whose Spaces write none, one it writes
+itself on the Space's ingress with the current token.
+
+What the Space publishes of its ingress (``upbound-system/ingress-public``,
+``provider.spaces.ingress``) is the default host a control plane's kubeconfig
+may name; the connector records it in the provider config's
+``status.space.ingressHost`` for the Backup controller.
 
 Given ``on_control_plane``, the connector watches what it reads instead of
-reading it on every poll: per Space kubeconfig secret in use, that one Secret
+reading it on every poll: per Space credentials secret in use, that one Secret
 (a field selector on its name); per Space and group in use, the group's
-ControlPlanes and its ControlPlane connection secrets (``kubeconfig-*``; other
+ControlPlanes, its ControlPlane connection secrets (``kubeconfig-*``; other
 Secrets of the group are dropped before caching, and only the ``kubeconfig``
-key is kept). A ControlPlane or its secret changing calls ``on_control_plane``
-with its Instance's key, so a ControlPlane turning Ready wakes its Instance at
-once. Watches start on first use and stop when no provider config names them.
+key is kept) and the published ingress. A Space that refuses watches is listed
+every poll interval instead (``provider.cache``). A ControlPlane or its secret
+changing calls ``on_control_plane`` with its Instance's key, so a ControlPlane
+turning Ready wakes its Instance at once; a new organisation token wakes every
+Instance of its Space. Watches start on first use and stop when no provider
+config names them.
 """
 
 from __future__ import annotations
@@ -21,6 +33,8 @@ import asyncio
 import base64
 import binascii
 import contextlib
+import logging
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -42,14 +56,19 @@ from provider.model import (
     PROVIDER_CONFIGS,
     ControlPlaneSpec,
     ControlPlaneStatus,
+    Credentials,
     InstanceSpec,
     InvalidError,
     ProviderConfigSpec,
+    ProviderConfigStatus,
+    UpboundSettings,
     credentials_namespace,
     parse,
 )
-from provider.spaces import desired, readiness
+from provider.spaces import desired, ingress, readiness
 from provider.spaces.desired import CONNECTION_SECRET_PREFIX as _CONNECTION_SECRET_PREFIX
+from provider.spaces.ingress import Ingress
+from provider.spaces.upbound import OrganizationTokens
 
 # Which Instance a ControlPlane is for: written when the provider creates it,
 # checked before anything of it (its kubeconfig above all) reaches an Instance.
@@ -60,6 +79,8 @@ OWNER_UID = "controlplane.spaces.upbound.io/instance-uid"
 SYNC_TIMEOUT_SECONDS = kube.REQUEST_TIMEOUT_SECONDS
 
 InstanceKey = tuple[str, str]
+
+log = logging.getLogger(__name__)
 
 
 class AdoptionError(KubeError):
@@ -113,18 +134,28 @@ class _Watches:
 
 @dataclass
 class _Space:
-    """A Space client for one kubeconfig secret version and group, with its caches if watched."""
+    """A Space client for one credentials secret version and group, with its caches if watched.
+
+    ``tokens`` are Upbound Cloud's organisation tokens (``UpboundTokens``), whose
+    Spaces write no connection secrets: the provider writes each kubeconfig on the
+    ingress, ``fallback_ingress`` (the Space's URL) until the Space's own is read.
+    """
 
     version: str
     cluster: Cluster
     cache: CachedClient
     watches: _Watches | None = None
-    # Whether its kubeconfig passes the allow-list with nothing ignored, as a team's must.
-    strict: bool = True
+    tokens: OrganizationTokens | None = None
+    fallback_ingress: Ingress | None = None
+    # What the Space publishes (None: nothing readable), and when it was read (monotonic).
+    published: Ingress | None = None
+    published_at: float | None = None
 
     async def close(self) -> None:
         if self.watches is not None:
             await self.watches.close()
+        if self.tokens is not None:
+            await self.tokens.close()
         await self.cluster.close()
 
 
@@ -141,17 +172,21 @@ class SpacesConnector:
         cache: CachedClient | None = None,
         on_control_plane: Callable[[InstanceKey], None] | None = None,
         controlplane_hosts: ControlPlaneHosts | None = None,
+        poll_interval: float = 60.0,
     ) -> None:
         """``local`` is the cluster the Instances live in; ``restorer`` restores Backups.
 
         ``restores`` bounds the restores running at once and each one's time.
         ``cache`` reads provider configs; ``on_control_plane`` turns on the
         Space watches and hears which Instance a ControlPlane change (or its
-        restore's progress) concerns. ``controlplane_hosts`` are the hosts a
-        ControlPlane's kubeconfig may name (none given: the Space's own host).
+        restore's progress, or a new Upbound token) concerns.
+        ``controlplane_hosts`` are the hosts a ControlPlane's kubeconfig may name
+        (none given: what the Space publishes). ``poll_interval`` is how often a
+        Space whose API has no watch is listed, and what it publishes read again.
         """
         self.local = local
         self.controlplane_hosts = controlplane_hosts or ControlPlaneHosts()
+        self.poll_interval = poll_interval
         bounds = restores or RestoreBounds()
         self.restoring = (
             InstanceRestore(
@@ -163,10 +198,10 @@ class SpacesConnector:
         self.on_request = on_request
         self.cache = cache or CachedClient(local)
         self.on_control_plane = on_control_plane
-        # One client per kubeconfig secret version and group, so a steady poll
-        # reuses its connections and a rotated kubeconfig is picked up at once.
+        # One client per credentials secret version and group, so a steady poll
+        # reuses its connections and rotated credentials are picked up at once.
         self._spaces: dict[tuple[str, str, str], _Space] = {}
-        # Watches of the Space kubeconfig secrets in use, one Secret each.
+        # Watches of the Space credentials secrets in use, one Secret each.
         self._credentials: dict[tuple[str, str], tuple[Informer, _Watches]] = {}
         self._closing: set[asyncio.Task[None]] = set()
 
@@ -175,75 +210,141 @@ class SpacesConnector:
         spec = parse(InstanceSpec, managed.get("spec") or {}, "spec")
         ref = spec.provider_config_ref
         namespace = managed["metadata"].get("namespace", "")
-        if ref.kind == "ProviderConfig":
-            config = await self.cache.get(PROVIDER_CONFIGS, namespace, ref.name)
-        else:
-            config = await self.cache.get(CLUSTER_PROVIDER_CONFIGS, None, ref.name)
+        resource = PROVIDER_CONFIGS if ref.kind == "ProviderConfig" else CLUSTER_PROVIDER_CONFIGS
+        config = await self.cache.get(
+            resource, namespace if ref.kind == "ProviderConfig" else None, ref.name
+        )
         if config is None:
             msg = f"cannot get {ref.kind} {ref.name}: not found"
             raise ConnectError(msg)
         settings = parse(
             ProviderConfigSpec, config.get("spec") or {}, f"{ref.kind} {ref.name} spec"
         )
-        selector = settings.spaces.credentials.secret_ref
+        credentials = settings.spaces.credentials
+        selector = credentials.secret_ref
         try:
             secret_namespace = credentials_namespace(ref.kind, ref.name, selector, namespace)
         except InvalidError as error:
             raise ConnectError(str(error)) from None
         group = settings.spaces.namespace
-        # A ClusterProviderConfig's kubeconfig is the operator's; a ProviderConfig's, a team's.
-        operator = ref.kind == "ClusterProviderConfig"
-        space = await self._space(
-            secret_namespace, selector.name, selector.key, group, operator=operator
-        )
+        space = await self._space(secret_namespace, group, credentials)
+        published = await self._published(space)
+        await self._record(resource, config, published)
         return SpacesClient(
             space.cluster,
             group,
             self.restoring,
             cache=space.cache,
             controlplane_hosts=self.controlplane_hosts,
+            published=published,
+            tokens=space.tokens,
+            ingress=published or space.fallback_ingress,
         )
 
-    async def _space(
-        self, namespace: str, name: str, key: str, group: str, *, operator: bool
-    ) -> _Space:
-        """The Space client of a kubeconfig secret; ``operator`` when a ClusterProviderConfig's.
-
-        Only an operator's kubeconfig may carry extensions (see ``provider.kubeconfig``):
-        a client made for one is reused for a team's config only if it passes strictly.
-        """
+    async def _space(self, namespace: str, group: str, credentials: Credentials) -> _Space:
+        """The Space client of a credentials secret (a kubeconfig, or an Upbound token)."""
+        selector = credentials.secret_ref
+        name, key = selector.name, selector.key
         where = f"secret {namespace}/{name}"
         secret = await self._credential(namespace, name)
         if secret is None:
-            msg = f"cannot get the Space kubeconfig: {where} not found"
+            msg = f"cannot get the Space credentials: {where} not found"
             raise ConnectError(msg)
         version = str(secret["metadata"].get("resourceVersion", ""))
+        upbound = credentials.upbound if credentials.source == "UpboundTokens" else None
+        if upbound is not None:
+            # The settings are part of what the client is made of.
+            version = f"{version}/{upbound.model_dump_json()}"
         cached = self._spaces.get((namespace, name, group))
         if cached is not None and cached.version == version:
-            if not (operator or cached.strict):
-                _strictly(_kubeconfig_of(secret, key, where), key, where)
-                cached.strict = True
             return cached
-        config = _kubeconfig_of(secret, key, where)
-        if not operator:
-            _strictly(config, key, where)
-        try:
-            cluster = await Cluster.from_kubeconfig(
-                config, on_request=self.on_request, ignore_extensions=operator
+        tokens = None
+        fallback = None
+        if upbound is None:
+            config = _kubeconfig_of(secret, key, where)
+            try:
+                cluster = await Cluster.from_kubeconfig(config, on_request=self.on_request)
+            except KubeError as error:
+                msg = f"cannot use the Space kubeconfig: key {key!r} of {where} {error}"
+                raise ConnectError(msg) from None
+        else:
+            ca_pem = _ca_of(upbound)
+            tokens = OrganizationTokens(
+                upbound.token_endpoint,
+                upbound.organization,
+                _token_of(secret, key, where),
+                ca_pem=ca_pem,
             )
-        except KubeError as error:
-            msg = f"cannot use the Space kubeconfig: key {key!r} of {where} {error}"
-            raise ConnectError(msg) from None
+            cluster = Cluster.with_token_source(
+                upbound.space_url, ca_pem, tokens, on_request=self.on_request
+            )
+            fallback = ingress.from_url(upbound.space_url, ca_pem)
         stale = [k for k, v in self._spaces.items() if k[:2] == (namespace, name)]
         for other in [k for k in stale if self._spaces[k].version != version]:
             await self._spaces.pop(other).close()
         space = self._watched(version, cluster, group)
-        space.strict = not operator or _passes_strictly(config)
+        space.tokens, space.fallback_ingress = tokens, fallback
+        if tokens is not None:
+            tokens.on_refresh = lambda: self._wake_all(space)
         self._spaces[(namespace, name, group)] = space
         return space
 
+    async def _published(self, space: _Space) -> Ingress | None:
+        """What the Space publishes of its ingress: from its watch, else read once a poll.
+
+        None when it publishes nothing this client may read (the ConfigMap is absent,
+        or its Role does not grant it): the Space's own host is then the default.
+        """
+        watched = space.cache.informer(kube.CONFIG_MAPS)
+        if watched is not None:
+            with contextlib.suppress(KubeError):
+                await watched.wait_synced(SYNC_TIMEOUT_SECONDS)
+            if watched.fresh():
+                return _ingress_of(
+                    watched.get(ingress.INGRESS_NAMESPACE, ingress.INGRESS_CONFIGMAP)
+                )
+        # Not watched, or its Role grants only get: read it, at most once a poll interval.
+        now = time.monotonic()
+        if space.published_at is not None and now - space.published_at < self.poll_interval:
+            return space.published
+        try:
+            found = await space.cluster.get(
+                kube.CONFIG_MAPS, ingress.INGRESS_NAMESPACE, ingress.INGRESS_CONFIGMAP
+            )
+        except kube.ForbiddenError:
+            found = None
+        except KubeError:
+            # An unreachable Space: Observe, which reads it next, says so; ask again then.
+            return space.published
+        space.published, space.published_at = _ingress_of(found), now
+        return space.published
+
+    async def _record(
+        self, resource: kube.Resource, config: JsonObject, published: Ingress | None
+    ) -> None:
+        """Keep the Space's published ingress host in the provider config's status.
+
+        The Backup controller, which never reaches the Space, allows the same host
+        from there; a ClusterProviderConfig's status is written by the provider alone.
+        """
+        host = published.host if published is not None else ""
+        try:
+            status = parse(ProviderConfigStatus, config.get("status") or {}, "status")
+        except InvalidError:
+            status = ProviderConfigStatus()
+        if status.space.ingress_host == host:
+            return
+        metadata = config["metadata"]
+        await self.local.merge_patch(
+            resource,
+            metadata.get("namespace"),
+            metadata["name"],
+            {"status": {"space": {"ingressHost": host}}},
+            subresource="status",
+        )
+
     async def _credential(self, namespace: str, name: str) -> JsonObject | None:
-        """The Space kubeconfig secret: from its own watch when watching, else read."""
+        """The Space credentials secret: from its own watch when watching, else read."""
         if self.on_control_plane is None:
             return await self.local.get(kube.SECRETS, namespace, name)
         known = self._credentials.get((namespace, name))
@@ -255,6 +356,7 @@ class SpacesConnector:
                     kube.SECRETS,
                     namespace=namespace,
                     field_selector=f"metadata.name={name}",
+                    relist_interval=self.poll_interval,
                 )
             )
             known = self._credentials[(namespace, name)] = (informer, watches)
@@ -262,15 +364,29 @@ class SpacesConnector:
         return known[0].get(namespace, name)
 
     def _watched(self, version: str, cluster: Cluster, group: str) -> _Space:
-        """A Space, with watches of the group's ControlPlanes and their secrets when watching."""
+        """A Space, with watches of the group's ControlPlanes and their secrets when watching.
+
+        A Space whose API has no watch (Upbound Cloud's), or whose Role grants only
+        list, is listed every poll interval instead (``provider.cache``).
+        """
         notify = self.on_control_plane
         if notify is None:
             return _Space(version, cluster, CachedClient(cluster))
         watches = _Watches()
         control_planes = Informer(
-            cluster, CONTROL_PLANES, namespace=group, transform=without_managed_fields
+            cluster,
+            CONTROL_PLANES,
+            namespace=group,
+            transform=without_managed_fields,
+            relist_interval=self.poll_interval,
         )
-        secrets = Informer(cluster, kube.SECRETS, namespace=group, transform=cached_space_secret)
+        secrets = Informer(
+            cluster,
+            kube.SECRETS,
+            namespace=group,
+            transform=cached_space_secret,
+            relist_interval=self.poll_interval,
+        )
 
         def control_plane_changed(_: str, obj: JsonObject, __: JsonObject | None) -> None:
             for instance in instance_of(obj):
@@ -281,11 +397,28 @@ class SpacesConnector:
             for instance in instance_of(control_planes.get(group, name) or {}):
                 notify(instance)
 
+        # What the Space publishes of its ingress (one ConfigMap, by name).
+        published = Informer(
+            cluster,
+            kube.CONFIG_MAPS,
+            namespace=ingress.INGRESS_NAMESPACE,
+            field_selector=f"metadata.name={ingress.INGRESS_CONFIGMAP}",
+            relist_interval=self.poll_interval,
+        )
         control_planes.add_handler(control_plane_changed)
         secrets.add_handler(secret_changed)
-        watches.run(control_planes)
-        watches.run(secrets)
-        return _Space(version, cluster, CachedClient(cluster, [control_planes, secrets]), watches)
+        for informer in (control_planes, secrets, published):
+            watches.run(informer)
+        cache = CachedClient(cluster, [control_planes, secrets, published])
+        return _Space(version, cluster, cache, watches)
+
+    def _wake_all(self, space: _Space) -> None:
+        """Queue every Instance of the Space's group: a new token goes into their kubeconfigs."""
+        if self.on_control_plane is None:
+            return
+        for control_plane in space.cache.cached(CONTROL_PLANES) or []:
+            for instance in instance_of(control_plane):
+                self.on_control_plane(instance)
 
     def prune(self, in_use: set[tuple[str, str, str]]) -> None:
         """Stop the watches and clients of Spaces no provider config names any more.
@@ -330,20 +463,40 @@ def _kubeconfig_of(secret: JsonObject, key: str, where: str) -> JsonObject:
         raise ConnectError(msg) from None
 
 
-def _passes_strictly(config: JsonObject) -> bool:
+def _ingress_of(config_map: JsonObject | None) -> Ingress | None:
+    """The ingress an ``ingress-public`` ConfigMap publishes; None for none (or a bad one)."""
+    if config_map is None:
+        return None
     try:
-        kubeconfig.parse(config)
-    except kubeconfig.KubeconfigError:
-        return False
-    return True
+        return ingress.published(config_map.get("data"))
+    except ingress.IngressError as error:
+        log.warning(
+            "the Space's published ingress is not usable", extra={"fields": {"error": str(error)}}
+        )
+        return None
 
 
-def _strictly(config: JsonObject, key: str, where: str) -> None:
-    """Refuse a team's Space kubeconfig as the allow-list does, extensions and all."""
+def _token_of(secret: JsonObject, key: str, where: str) -> str:
+    """The robot's or user's token at ``key`` of a secret, trimmed; ConnectError if none."""
+    encoded = (secret.get("data") or {}).get(key)
     try:
-        kubeconfig.parse(config)
-    except kubeconfig.KubeconfigError as error:
-        msg = f"cannot use the Space kubeconfig: key {key!r} of {where} {error}"
+        token = base64.b64decode(encoded or "", validate=True).decode().strip()
+    except (binascii.Error, UnicodeDecodeError):
+        token = ""
+    if not token or any(c.isspace() for c in token):
+        msg = f"cannot get the Upbound token: {where} has no token at key {key!r}"
+        raise ConnectError(msg)
+    return token
+
+
+def _ca_of(upbound: UpboundSettings) -> str | None:
+    """The PEM of ``upbound.certificateAuthorityData``, or None for the public CAs."""
+    if not upbound.certificate_authority_data:
+        return None
+    try:
+        return base64.b64decode(upbound.certificate_authority_data, validate=True).decode()
+    except (binascii.Error, UnicodeDecodeError):
+        msg = "spec.spaces.credentials.upbound.certificateAuthorityData is not base64 PEM"
         raise ConnectError(msg) from None
 
 
@@ -373,17 +526,26 @@ class SpacesClient:
         *,
         cache: CachedClient | None = None,
         controlplane_hosts: ControlPlaneHosts | None = None,
+        published: Ingress | None = None,
+        tokens: OrganizationTokens | None = None,
+        ingress: Ingress | None = None,
     ) -> None:
         """``group`` is the Space namespace where ControlPlanes are made.
 
         ``cache`` reads the group's ControlPlanes and their secrets from watches;
-        a ControlPlane's kubeconfig must name a host ``controlplane_hosts`` allows.
+        a ControlPlane's kubeconfig must name a host ``controlplane_hosts`` allows
+        (by default ``published``, what the Space publishes of its ingress). With
+        ``tokens`` (Upbound Cloud, whose Spaces write no connection secrets) the
+        kubeconfig is written here: the control plane on ``ingress``, its CA, a token.
         """
         self.space = space
         self.group = group
         self.restoring = restoring
         self.cache = cache or CachedClient(space)
         self.controlplane_hosts = controlplane_hosts or ControlPlaneHosts()
+        self.published = published
+        self.tokens = tokens
+        self.ingress = ingress
 
     async def observe(self, managed: ManagedObject) -> Observation:
         """Find the ControlPlane; report what the Space says of it, and its kubeconfig.
@@ -419,7 +581,7 @@ class SpacesClient:
         said = readiness.verdict(status)
         if said.ready.status != "True":
             return self._observed(managed, spec, found, said)
-        details, problem = await self._kubeconfig(actual)
+        details, problem = await self._kubeconfig(actual, name)
         if problem:
             said = readiness.verdict(status, problem)
         ready = said.ready
@@ -456,8 +618,19 @@ class SpacesClient:
             _spec_of(found),
             (found.get("metadata") or {}).get("labels") or {},
             desired.owner_labels(managed["metadata"]),
-            desired.connection_secret_ref(meta.external_name(managed), self.group),
+            self._connection_ref(meta.external_name(managed)),
         )
+
+    def _connection_ref(self, name: str) -> dict[str, str] | None:
+        """Where the Space writes a ControlPlane's kubeconfig; None in Upbound Cloud.
+
+        Connection secrets are deprecated and exist only on self-hosted Spaces
+        (upbound/docs ``cloud-spaces-docs/howtos/gitops-on-upbound.md`` connects to
+        a Cloud control plane with ``up ctx`` instead), so none is asked of a Cloud Space.
+        """
+        if self.tokens is not None:
+            return None
+        return desired.connection_secret_ref(name, self.group)
 
     async def _restore(
         self, managed: ManagedObject, spec: InstanceSpec, details: Mapping[str, bytes]
@@ -474,13 +647,17 @@ class SpacesClient:
             managed, source.backup_ref.name, details.get(KUBECONFIG_KEY)
         )
 
-    async def _kubeconfig(self, actual: ControlPlaneSpec) -> tuple[dict[str, bytes], str]:
+    async def _kubeconfig(
+        self, actual: ControlPlaneSpec, name: str
+    ) -> tuple[dict[str, bytes], str]:
         """The ControlPlane's kubeconfig if it exists and passes the allow-list; else why not.
 
         The Instance's connection secret is read by teams and by the Backup
         controller, which parse it with ``provider.kubeconfig``'s allow-list:
         a kubeconfig it would refuse is not handed on.
         """
+        if self.tokens is not None:
+            return await self._written_kubeconfig(name)
         ref = actual.write_connection_secret_to_ref
         if ref is None or not ref.name:
             return {}, "the ControlPlane names no connection secret yet"
@@ -492,7 +669,7 @@ class SpacesClient:
             and name.startswith(_CONNECTION_SECRET_PREFIX)
         ):
             await watched.wait_synced(SYNC_TIMEOUT_SECONDS)
-            secret = watched.get(namespace, name)
+            secret = await self.cache.get(kube.SECRETS, namespace, name)
         else:
             # Not one the cache keeps (a ControlPlane adopted with a secret of its own).
             secret = await self.space.get(kube.SECRETS, namespace, name)
@@ -503,11 +680,36 @@ class SpacesClient:
         try:
             text = base64.b64decode(encoded, validate=True)
             credentials = kubeconfig.parse(kube.load_kubeconfig_text(text.decode()))
-            self.controlplane_hosts.check(credentials.server, space_server=self.space.server)
+            self._check_host(credentials.server)
         except (kubeconfig.KubeconfigError, KubeError) as error:
             return {}, f"the control plane's kubeconfig in {where} is refused: {error}"
         except (binascii.Error, UnicodeDecodeError):
             return {}, f"the control plane's kubeconfig in {where} is not base64 text"
+        return {KUBECONFIG_KEY: text}, ""
+
+    def _check_host(self, server: str) -> None:
+        published = self.published.pattern if self.published is not None else None
+        self.controlplane_hosts.check(server, space_server=self.space.server, published=published)
+
+    async def _written_kubeconfig(self, name: str) -> tuple[dict[str, bytes], str]:
+        """A Cloud control plane's kubeconfig, as ``up ctx`` would point it, with a token.
+
+        The server is the control plane's path on the Space's ingress, the CA the
+        one the Space publishes (else the provider config's), the user the current
+        organisation token: no exec, no token file. The provider writes it again
+        with each new token, before the one it carries expires.
+        """
+        if self.tokens is None or self.ingress is None:
+            return {}, "the Space's ingress is not known"
+        server = ingress.control_plane_server(self.ingress, self.group, name)
+        try:
+            self._check_host(server)
+        except kubeconfig.KubeconfigError as error:
+            return {}, f"the control plane's kubeconfig is refused: {error}"
+        token = await self.tokens()
+        text = ingress.control_plane_kubeconfig(
+            server, self.ingress.ca_pem, token, f"{self.group}-{name}"
+        )
         return {KUBECONFIG_KEY: text}, ""
 
     async def create(self, managed: ManagedObject) -> Creation:
@@ -518,7 +720,7 @@ class SpacesClient:
             "apiVersion": CONTROL_PLANES.api_version,
             "kind": CONTROL_PLANES.kind,
             "metadata": {"name": name, "namespace": self.group, **_owner_metadata(managed)},
-            "spec": _created_spec(spec, desired.connection_secret_ref(name, self.group)),
+            "spec": _created_spec(spec, self._connection_ref(name)),
         }
         try:
             await self.cache.create(CONTROL_PLANES, body)
@@ -575,17 +777,16 @@ def _owner_metadata(managed: ManagedObject) -> dict[str, Any]:
     }
 
 
-def _created_spec(spec: InstanceSpec, connection_ref: Mapping[str, str]) -> dict[str, Any]:
+def _created_spec(spec: InstanceSpec, connection_ref: Mapping[str, str] | None) -> dict[str, Any]:
     """A new ControlPlane's spec; without a version or class the Space picks its own."""
     crossplane: dict[str, Any] = {
         "autoUpgrade": {"channel": spec.for_provider.crossplane.auto_upgrade.channel}
     }
     if spec.for_provider.crossplane.version:
         crossplane["version"] = spec.for_provider.crossplane.version
-    created: dict[str, Any] = {
-        "crossplane": crossplane,
-        "writeConnectionSecretToRef": dict(connection_ref),
-    }
+    created: dict[str, Any] = {"crossplane": crossplane}
+    if connection_ref is not None:
+        created["writeConnectionSecretToRef"] = dict(connection_ref)
     if spec.for_provider.class_:
         created["class"] = spec.for_provider.class_
     return created

@@ -86,13 +86,13 @@ def changes(
     actual: ControlPlaneSpec,
     present_labels: Mapping[str, str],
     labels: Mapping[str, str],
-    connection_ref: Mapping[str, str],
+    connection_ref: Mapping[str, str] | None,
 ) -> dict[str, Any]:
     """The merge patch that brings a ControlPlane to the Instance; empty when up to date.
 
     ``actual`` and ``present_labels`` are the ControlPlane's; ``labels`` are the
     owner labels it must carry; ``connection_ref`` is where its kubeconfig goes
-    when it names no secret (an adopted one).
+    when it names no secret (an adopted one), None where a Space writes none.
     """
     wanted = spec.for_provider
     patch_spec: dict[str, Any] = {}
@@ -107,7 +107,7 @@ def changes(
         patch_spec["crossplane"] = patch_crossplane
     if wanted.class_ is not None and actual.class_ != wanted.class_:
         patch_spec["class"] = wanted.class_
-    if (
+    if connection_ref is not None and (
         actual.write_connection_secret_to_ref is None
         or not actual.write_connection_secret_to_ref.name
     ):

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -52,17 +52,22 @@ def _provider_named(_: ManagedObject) -> None:
 
 
 class AwsStandin:
-    """Plays provider-aws for the composed S3 and IAM kinds on one cluster."""
+    """Plays provider-aws for the composed S3 and IAM kinds (or some of them) on one cluster."""
 
-    def __init__(self, cluster: Cluster, settings: Settings) -> None:
-        """Serve the kinds on ``cluster``; AWS calls go where ``settings`` says."""
+    def __init__(self, cluster: Cluster, settings: Settings, kinds: Sequence[Kind] = KINDS) -> None:
+        """Serve ``kinds`` on ``cluster``; AWS calls go where ``settings`` says.
+
+        A part of the kinds is what one member of the provider-aws family
+        serves (provider-aws-s3's, provider-aws-iam's), as the identity that
+        member runs as.
+        """
         self.cluster = cluster
         self.settings = settings
         self.cloud = Cloud(settings.endpoints)
         self.events = EventRecorder(cluster, COMPONENT)
         self.controllers = [
             self._controller(kind, namespaced=namespaced)
-            for kind in KINDS
+            for kind in kinds
             for namespaced in (True, False)
         ]
         self.sts: StsServer | None = None
@@ -134,18 +139,21 @@ class AwsStandin:
 
 
 @contextlib.asynccontextmanager
-async def running(kubeconfig: str | Path, settings: Settings) -> AsyncIterator[AwsStandin]:
+async def running(
+    kubeconfig: str | Path, settings: Settings, kinds: Sequence[Kind] = KINDS
+) -> AsyncIterator[AwsStandin]:
     """Run the stand-in in this event loop; stop it on exit.
 
     Args:
         kubeconfig: The kubeconfig of the API server the managed resources live in.
         settings: The endpoints and intervals.
+        kinds: The kinds to serve.
 
     Yields:
         The running stand-in, once every kind has been listed.
     """
     cluster = await Cluster.from_environment(str(kubeconfig))
-    standin = AwsStandin(cluster, settings)
+    standin = AwsStandin(cluster, settings, kinds)
     stop = asyncio.Event()
     task = asyncio.create_task(standin.run(stop))
     try:
@@ -165,12 +173,15 @@ _THREAD_DEADLINE = 60.0
 
 
 @contextlib.contextmanager
-def running_in_thread(kubeconfig: str | Path, settings: Settings) -> Iterator[AwsStandin]:
+def running_in_thread(
+    kubeconfig: str | Path, settings: Settings, kinds: Sequence[Kind] = KINDS
+) -> Iterator[AwsStandin]:
     """Run the stand-in on an event loop of its own thread, for synchronous callers.
 
     Args:
         kubeconfig: The kubeconfig of the API server the managed resources live in.
         settings: The endpoints and intervals.
+        kinds: The kinds to serve.
 
     Yields:
         The running stand-in, once every kind has been listed.
@@ -178,7 +189,7 @@ def running_in_thread(kubeconfig: str | Path, settings: Settings) -> Iterator[Aw
     loop = asyncio.new_event_loop()
     thread = threading.Thread(target=loop.run_forever, name="aws-standin", daemon=True)
     thread.start()
-    context = running(kubeconfig, settings)
+    context = running(kubeconfig, settings, kinds)
     try:
         standin = asyncio.run_coroutine_threadsafe(context.__aenter__(), loop).result(
             _THREAD_DEADLINE

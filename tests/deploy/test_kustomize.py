@@ -34,6 +34,11 @@ class BaseCase:
 
 BASES = [
     BaseCase(
+        "Crossplane core's extra base holds its one aggregated ClusterRole.",
+        "deploy/crossplane",
+        frozenset({"ClusterRole"}),
+    ),
+    BaseCase(
         "The Backup controller's base holds its CRDs, workload, identity and least RBAC.",
         "deploy/backup-controller",
         frozenset(
@@ -305,6 +310,24 @@ ACCESS_CASES = [
         allowed=False,
     ),
     AccessCase(
+        "The provider deletes an Instance's ClusterProviderConfigUsage when it lets go of it.",
+        PROVIDER,
+        ("delete", "clusterproviderconfigusages.controlplane.spaces.upbound.io"),
+        allowed=True,
+    ),
+    AccessCase(
+        "The provider deletes a namespaced ProviderConfigUsage likewise.",
+        PROVIDER,
+        ("delete", "providerconfigusages.controlplane.spaces.upbound.io", "-n", "team-a"),
+        allowed=True,
+    ),
+    AccessCase(
+        "deploy/ lets the provider delete no provider config itself.",
+        PROVIDER,
+        ("delete", "clusterproviderconfigs.controlplane.spaces.upbound.io"),
+        allowed=False,
+    ),
+    AccessCase(
         "The provider mints tokens of the backup controller's ServiceAccount for restores.",
         PROVIDER,
         (
@@ -368,22 +391,42 @@ def test_the_shipped_rbac_grants_each_controller_only_what_it_needs(
     )
 
 
-def test_crossplane_core_may_read_backups_and_do_nothing_else_by_our_role() -> None:
-    # Core fetches the Backups spec.restore.fromControlPlane chooses from; Crossplane's
-    # own ClusterRole aggregates every ClusterRole with this label.
+CORE_RULES = [
+    {
+        "apiGroups": ["source.toolkit.fluxcd.io"],
+        "resources": ["gitrepositories"],
+        "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"],
+    },
+    {
+        "apiGroups": ["kustomize.toolkit.fluxcd.io"],
+        "resources": ["kustomizations"],
+        "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"],
+    },
+    {
+        "apiGroups": ["controlplane.spaces.upbound.io"],
+        "resources": ["backupschedules"],
+        "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"],
+    },
+    {
+        "apiGroups": ["controlplane.spaces.upbound.io"],
+        "resources": ["backups"],
+        "verbs": ["get", "list", "watch"],
+    },
+]
+
+
+def test_core_gets_exactly_the_kinds_the_function_composes_or_requires_from_us() -> None:
+    # Crossplane's chart aggregates every ClusterRole with this label into core's
+    # own; its rules and the RBAC manager's cover the rest (Usages, the Instance,
+    # provider-aws's kinds, the XRDs'). Composed: Flux's GitRepository and
+    # Kustomization, the BackupSchedule; required, read only: Backups.
     aggregated = [
         doc
-        for doc in built("deploy/backup-controller")
+        for folder in ("deploy/crossplane", "deploy/backup-controller", "deploy/provider")
+        for doc in built(folder)
         if doc["kind"] == "ClusterRole"
         and (doc["metadata"].get("labels") or {}).get("rbac.crossplane.io/aggregate-to-crossplane")
         == "true"
     ]
-    assert [role["rules"] for role in aggregated] == [
-        [
-            {
-                "apiGroups": ["controlplane.spaces.upbound.io"],
-                "resources": ["backups"],
-                "verbs": ["get", "list", "watch"],
-            }
-        ]
-    ]
+    assert [role["metadata"]["name"] for role in aggregated] == ["crossplane:controlplane"]
+    assert aggregated[0]["rules"] == CORE_RULES

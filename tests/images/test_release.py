@@ -102,6 +102,14 @@ def test_the_oci_archive_holds_both_images_by_digest(dist: Path) -> None:
     assert tags == digests
 
 
+def test_the_configuration_package_ships_beside_them_without_a_runtime(dist: Path) -> None:
+    # The XRDs and Compositions with their dependsOn (tests/e2e/test_packages.py
+    # checks what it holds): a package of objects only, one layer, no entrypoint.
+    package = xpkg_config(dist / "configuration-controlplane.xpkg")
+    assert not (package.get("config") or {}).get("Entrypoint")
+    assert len(package["rootfs"]["diff_ids"]) == 1
+
+
 def test_the_release_ships_controlplane_plan_for_teams_ci(dist: Path) -> None:
     """The wheel with the console script, and the build program it runs beside it."""
     [wheel] = dist.glob("acme_controlplane-*-py3-none-any.whl")

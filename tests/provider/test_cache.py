@@ -468,3 +468,101 @@ IN_USE_CASES = [
 @pytest.mark.parametrize("case", IN_USE_CASES, ids=lambda case: case.reason)
 def test_the_spaces_in_use_are_those_the_provider_configs_name(case: InUseCase) -> None:
     assert spaces_in_use([case.config]) == case.expected
+
+
+async def reader(server: APIServer, admin: Cluster, namespace: str, verbs: list[str]) -> Cluster:
+    """A client of a ServiceAccount whose Role grants ``verbs`` on the namespace's ConfigMaps."""
+    rbac = "/apis/rbac.authorization.k8s.io/v1/namespaces/" + namespace
+    await admin.create(
+        kube.SERVICE_ACCOUNTS, {"metadata": {"name": "reader", "namespace": namespace}}
+    )
+    await admin.request(
+        "POST",
+        f"{rbac}/roles",
+        body={
+            "metadata": {"name": "reader"},
+            "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": verbs}],
+        },
+    )
+    await admin.request(
+        "POST",
+        f"{rbac}/rolebindings",
+        body={
+            "metadata": {"name": "reader"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "reader"},
+            "subjects": [{"kind": "ServiceAccount", "name": "reader", "namespace": namespace}],
+        },
+    )
+    token = await admin.service_account_token(
+        kube.ServiceAccountRef(namespace, "reader"), audiences=[], expiration_seconds=3600
+    )
+    document = yaml.safe_load(server.kubeconfig)
+    document["users"][0]["user"] = {"token": token}
+    return await Cluster.from_kubeconfig(document)
+
+
+async def set_verbs(admin: Cluster, namespace: str, verbs: list[str]) -> None:
+    await admin.merge_patch(
+        Resource("rbac.authorization.k8s.io", "v1", "roles", "Role"),
+        namespace,
+        "reader",
+        {"rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": verbs}]},
+    )
+
+
+def test_a_cache_whose_watch_the_role_refuses_lists_every_interval_and_sees_changes(
+    apiserver: APIServer, namespace: str
+) -> None:
+    async def scenario() -> None:
+        admin = await connect(apiserver, namespace)
+        await create(admin, namespace, "first")
+        cluster = await reader(apiserver, admin, namespace, ["get", "list"])
+        heard: list[tuple[str, str]] = []
+        informer = Informer(cluster, CONFIG_MAPS, namespace=namespace, relist_interval=0.3)
+        informer.add_handler(lambda kind, obj, _: heard.append((kind, obj["metadata"]["name"])))
+        async with Running(informer):
+            await create(admin, namespace, "second")
+            await admin.delete(CONFIG_MAPS, namespace, "first")
+            await eventually(
+                "the changes, listed", lambda: informer.keys() == [(namespace, "second")]
+            )
+            assert isinstance(informer.watch_refused, kube.ForbiddenError)
+            assert informer.fresh()
+        await cluster.close()
+        await admin.close()
+        assert heard == [("ADDED", "first"), ("DELETED", "first"), ("ADDED", "second")]
+
+    run(scenario)
+
+
+def test_a_cache_that_can_no_longer_list_is_not_read_and_the_server_answers_instead(
+    apiserver: APIServer, namespace: str
+) -> None:
+    async def scenario() -> None:
+        admin = await connect(apiserver, namespace)
+        await create(admin, namespace, "settings", "cached")
+        cluster = await reader(apiserver, admin, namespace, ["get", "list"])
+        informer = Informer(cluster, CONFIG_MAPS, namespace=namespace, relist_interval=0.3)
+        client = CachedClient(cluster, [informer])
+        async with Running(informer):
+            await set_verbs(admin, namespace, ["get"])
+            changed = await admin.get(CONFIG_MAPS, namespace, "settings")
+            assert changed is not None
+            changed["data"] = {"value": "changed"}
+            await admin.replace(CONFIG_MAPS, changed)
+            await eventually("the cache no longer fresh", lambda: not informer.fresh())
+            # The cache still holds the old value; a read gets the server's.
+            assert (informer.get(namespace, "settings") or {})["data"] == {"value": "cached"}
+            found = await client.get(CONFIG_MAPS, namespace, "settings")
+            assert (found or {})["data"] == {"value": "changed"}
+            assert isinstance(informer.last_error, kube.ForbiddenError)
+            # And when the server refuses that too, the read fails in its words.
+            await set_verbs(admin, namespace, ["create"])
+            with pytest.raises(kube.ForbiddenError, match="configmaps"):
+                for _ in range(50):
+                    await client.get(CONFIG_MAPS, namespace, "settings")
+                    await asyncio.sleep(0.1)
+        await cluster.close()
+        await admin.close()
+
+    run(scenario)

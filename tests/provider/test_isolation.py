@@ -471,7 +471,8 @@ def test_the_operators_space_kubeconfig_may_carry_up_ctx_extensions(world: World
     assert condition(found, "Synced")["status"] == "True"
 
 
-def test_a_teams_space_kubeconfig_with_extensions_is_refused_naming_them(world: World) -> None:
+def test_a_teams_space_kubeconfig_with_extensions_is_accepted_as_inert(world: World) -> None:
+    """Extensions are metadata no client acts on; what runs code stays refused (above)."""
     ns = namespace(world)
     world.local.core.create_namespaced_secret(
         ns, {"metadata": {"name": "space"}, "data": {"kubeconfig": with_up_ctx_extensions(world)}}
@@ -481,8 +482,6 @@ def test_a_teams_space_kubeconfig_with_extensions_is_refused_naming_them(world: 
         "instances", instance(ns, provider_config={"kind": "ProviderConfig", "name": "own"})
     )
 
-    reconcile(world, ns, "myctp")
+    found = settled(world, ns)
 
-    synced = condition(world.local.get("instances", ns, "myctp"), "Synced")
-    assert synced["status"] == "False"
-    assert "kubeconfig: contexts[].context.extensions is not allowed" in synced["message"]
+    assert condition(found, "Synced")["status"] == "True"

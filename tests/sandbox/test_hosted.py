@@ -15,6 +15,7 @@ import pytest
 from kubernetes import client
 
 from sandbox.apiserver import APIServerFactory
+from sandbox.chart import HELM_BIN
 from sandbox.crossplane import CORE_BIN, NO_USAGES_WEBHOOK
 from sandbox.hosted import HostedControlPlane
 from sandbox.registry import CRANE_BIN, CROSSPLANE_BIN, Registry
@@ -28,7 +29,9 @@ START_DEADLINE = 240.0
 @pytest.fixture
 def registry(tmp_path: Path) -> Iterator[Registry]:
     """The sandbox's loopback registry, stopped after the test."""
-    missing = [tool.name for tool in (CORE_BIN, CROSSPLANE_BIN, CRANE_BIN) if not tool.is_file()]
+    missing = [
+        tool.name for tool in (CORE_BIN, CROSSPLANE_BIN, CRANE_BIN, HELM_BIN) if not tool.is_file()
+    ]
     if missing:
         pytest.skip(f"not built: {', '.join(missing)}: run tools/build.sh")
     registry = Registry(tmp_path / "registry")

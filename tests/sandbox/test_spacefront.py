@@ -13,6 +13,8 @@ import base64
 import http.client
 import json
 import ssl
+import time
+import urllib.parse
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -27,7 +29,14 @@ from provider import kube
 from provider import kubeconfig as kubeconfig_allowlist
 from sandbox.apiserver import APIServer, APIServerFactory, Etcd
 from sandbox.kubectl import KUBECTL_BIN, kubectl
-from sandbox.spacefront import SpaceFront, bearer_token, forwarded_headers, parse_route
+from sandbox.spacefront import (
+    TOKEN_EXCHANGE_PATH,
+    CloudAuth,
+    SpaceFront,
+    bearer_token,
+    forwarded_headers,
+    parse_route,
+)
 
 A = ("team-a", "ctp1")
 B = ("team-b", "ctp2")
@@ -551,3 +560,66 @@ def test_the_spaces_own_api_is_served_at_the_root_of_the_same_host_with_its_own_
         kubeconfig_allowlist.ControlPlaneHosts.of([]).check(
             credentials(ctp).server, space_server=credentials(space).server
         )
+
+
+def test_a_front_on_its_own_address_publishes_that_host_and_its_ca(
+    planes: dict[tuple[str, str], APIServer],
+) -> None:
+    with SpaceFront("127.0.0.2") as router:
+        ctp = router.register(*A, planes[A])
+        published = router.ingress_public()
+        assert published["ingress-host"] == router.host
+        assert router.host.startswith("127.0.0.2:")
+        assert published["ingress-ca"].encode() == router.ca_pem
+        assert credentials(ctp).server.startswith(f"https://{published['ingress-host']}/")
+        assert call(ctp, "GET", "/api/v1/namespaces").status == 200
+
+
+def exchanged(front: SpaceFront, token: str, organization: str = "acme") -> Answer:
+    form = urllib.parse.urlencode(
+        [
+            ("audience", "upbound:spaces:api"),
+            ("audience", "upbound:spaces:controlplanes"),
+            ("grant_type", "urn:ietf:params:oauth:grant-type:token-exchange"),
+            ("subject_token_type", "urn:ietf:params:oauth:token-type:id_token"),
+            ("subject_token", token),
+            ("scope", f"upbound:org:{organization}"),
+        ]
+    ).encode()
+    return call(
+        front.space_kubeconfig(),
+        "POST",
+        TOKEN_EXCHANGE_PATH,
+        body=form,
+        content_type="application/x-www-form-urlencoded",
+        token=token,
+    )
+
+
+def test_a_cloud_front_takes_organisation_tokens_until_they_expire_and_refuses_watches(
+    planes: dict[tuple[str, str], APIServer],
+) -> None:
+    auth = CloudAuth(token_lifetime=1.0)
+    with SpaceFront("127.0.0.3", cloud=auth) as cloud:
+        space = cloud.register_space(planes[A])
+        ctp = cloud.register(*B, planes[B])
+        assert exchanged(cloud, "not-the-robot").status == 401
+        assert exchanged(cloud, auth.robot_token, "another-org").status == 403
+        answer = exchanged(cloud, auth.robot_token)
+        assert answer.status == 200
+        issued = answer.json()
+        assert issued["expires_in"] == 1
+        access = issued["access_token"]
+        # One organisation token reaches the Space and every control plane.
+        assert call(space, "GET", "/api/v1/namespaces", token=access).status == 200
+        assert call(ctp, "GET", "/api/v1/namespaces", token=access).status == 200
+        # The robot's own token and a control plane's static one are no access tokens.
+        assert call(space, "GET", "/api/v1/namespaces", token=auth.robot_token).status == 401
+        assert call(ctp, "GET", "/api/v1/namespaces").status == 401
+        # The Space's API has no watch; the control planes' do.
+        refused = call(space, "GET", "/api/v1/namespaces/default/secrets?watch=1", token=access)
+        assert refused.status == 405
+        assert refused.json()["reason"] == "MethodNotAllowed"
+        assert auth.refused_watches == 1
+        time.sleep(1.1)
+        assert call(space, "GET", "/api/v1/namespaces", token=access).status == 401

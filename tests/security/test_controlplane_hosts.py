@@ -188,3 +188,72 @@ def test_a_refusal_names_the_rule(case: RuleCase) -> None:
 def test_a_pattern_that_is_not_a_host_is_refused(pattern: str) -> None:
     with pytest.raises(HostPatternError, match="is not a host pattern"):
         ControlPlaneHosts.of([pattern])
+
+
+@dataclass(frozen=True)
+class PublishedCase:
+    reason: str
+    patterns: tuple[str, ...]
+    published: str | None
+    server: str
+    allowed: bool
+    rule: str = ""
+
+
+HOST_CLUSTER = "https://10.96.0.1:443"
+PUBLISHED_CASES = [
+    PublishedCase(
+        "The ingress host a Space publishes admits its control planes beside a host-cluster "
+        "kubeconfig.",
+        (),
+        "spaces.example.com:8443",
+        "https://spaces.example.com:8443/apis/spaces.upbound.io/v1beta1/namespaces/g/"
+        "controlplanes/c/k8s",
+        True,
+    ),
+    PublishedCase(
+        "A published port is the only port allowed.",
+        (),
+        "spaces.example.com:8443",
+        "https://spaces.example.com:9443/k8s",
+        False,
+        "the ingress host the Space publishes",
+    ),
+    PublishedCase(
+        "A published host replaces the Space API's host: the host cluster is not a router.",
+        (),
+        "spaces.example.com",
+        "https://10.96.0.1/k8s",
+        False,
+        "the ingress host the Space publishes",
+    ),
+    PublishedCase(
+        "Without a published host the Space API's host is the default, as before.",
+        (),
+        None,
+        "https://10.96.0.1:8443/k8s",
+        True,
+    ),
+    PublishedCase(
+        "The operator's patterns win over what the Space publishes.",
+        ("cp.example.org",),
+        "spaces.example.com",
+        "https://spaces.example.com/k8s",
+        False,
+        "--allowed-controlplane-host",
+    ),
+]
+
+
+@pytest.mark.parametrize("case", PUBLISHED_CASES, ids=lambda case: case.reason)
+def test_the_default_host_is_what_the_space_publishes(case: PublishedCase) -> None:
+    from provider.kubeconfig import HostPattern
+
+    hosts = ControlPlaneHosts.of(case.patterns)
+    published = HostPattern.parse(case.published) if case.published else None
+    if case.allowed:
+        hosts.check(case.server, space_server=HOST_CLUSTER, published=published)
+        return
+    with pytest.raises(KubeconfigError) as refused:
+        hosts.check(case.server, space_server=HOST_CLUSTER, published=published)
+    assert f"(allowed: {case.rule})" in str(refused.value), case.reason

@@ -1,4 +1,5 @@
-"""Kubeconfigs from team-writable Secrets: only the allow-list is honoured (issue 12, item 1)."""
+"""Kubeconfigs from team-writable Secrets: only the allow-list is honoured (issue 12, item 1;
+the fields a Space writes: issue 26, item 4)."""
 
 from __future__ import annotations
 
@@ -161,49 +162,110 @@ def with_extensions() -> dict[str, Any]:
 
 
 @dataclass
-class ExtensionCase:
+class AcceptedCase:
     reason: str
     document: dict[str, Any]
-    named: str
+    tls_server_name: str | None = None
 
 
-OPERATOR_REFUSED = [
-    ExtensionCase(
-        "an exec plugin is refused even beside extensions",
-        {**with_extensions(), "users": [{"name": "u", "user": {"exec": {"command": "id"}}}]},
-        "users[].user.exec",
+SPACE_CLUSTER = {"server": "https://127.0.0.1:6443", "certificate-authority-data": CA}
+
+ACCEPTED = [
+    AcceptedCase(
+        "extensions anywhere a kubeconfig may carry them are inert metadata, as up ctx writes",
+        with_extensions(),
     ),
-    ExtensionCase(
-        "a tokenFile is refused even beside extensions",
-        {**with_extensions(), "users": [{"name": "u", "user": {"tokenFile": "/etc/passwd"}}]},
-        "users[].user.tokenFile",
+    AcceptedCase(
+        "tls-server-name names the certificate's host, as a Space behind an ingress may",
+        config(cluster={**SPACE_CLUSTER, "tls-server-name": "spaces-router.upbound-system"}),
+        tls_server_name="spaces-router.upbound-system",
     ),
-    ExtensionCase(
-        "an http server is refused even beside extensions",
-        {**with_extensions(), "clusters": [{"name": "c", "cluster": {"server": "http://h"}}]},
-        "server must be an https URL",
+    AcceptedCase(
+        "preferences with colors and extensions hold display settings only",
+        config(preferences={"colors": True, "extensions": [SPACE_EXTENSION]}),
+    ),
+    AcceptedCase(
+        "disable-compression only asks for uncompressed answers",
+        config(cluster={**SPACE_CLUSTER, "disable-compression": True}),
+    ),
+    AcceptedCase(
+        "a context's namespace and extensions are kept out of the credentials",
+        {
+            **config(),
+            "contexts": [
+                {
+                    "name": "x",
+                    "context": {
+                        "cluster": "c",
+                        "user": "u",
+                        "namespace": "default",
+                        "extensions": [SPACE_EXTENSION],
+                    },
+                }
+            ],
+        },
     ),
 ]
 
 
-def test_an_operators_kubeconfig_with_extensions_gives_its_server_and_credentials() -> None:
-    parsed = kubeconfig.parse(with_extensions(), ignore_extensions=True)
-    assert parsed == kubeconfig.parse(config())
+@pytest.mark.parametrize("case", ACCEPTED, ids=lambda c: c.reason)
+def test_a_kubeconfig_with_the_fields_a_space_writes_gives_its_server_and_credentials(
+    case: AcceptedCase,
+) -> None:
+    parsed = kubeconfig.parse(case.document)
+    assert parsed.server == "https://127.0.0.1:6443", case.reason
+    assert parsed.token == "t0k3n", case.reason
+    assert parsed.tls_server_name == case.tls_server_name, case.reason
 
 
-def test_a_teams_kubeconfig_with_extensions_is_still_refused_naming_them() -> None:
+BESIDE_SPACE_FIELDS = [
+    RefusedCase(
+        "an exec plugin is refused even beside extensions",
+        {**with_extensions(), "users": [{"name": "u", "user": {"exec": {"command": "id"}}}]},
+        "users[].user.exec",
+    ),
+    RefusedCase(
+        "a tokenFile is refused even beside extensions",
+        {**with_extensions(), "users": [{"name": "u", "user": {"tokenFile": "/etc/passwd"}}]},
+        "users[].user.tokenFile",
+    ),
+    RefusedCase(
+        "an http server is refused even beside extensions",
+        {**with_extensions(), "clusters": [{"name": "c", "cluster": {"server": "http://h"}}]},
+        "server must be an https URL",
+    ),
+    RefusedCase(
+        "a tls-server-name that is no host name is refused",
+        config(cluster={**SPACE_CLUSTER, "tls-server-name": "evil/../etc/passwd"}),
+        "tls-server-name must be a DNS name or an IP address",
+    ),
+    RefusedCase(
+        "an extension entry must have a name",
+        config(extensions=[{"extension": {"a": 1}}]),
+        "extensions[].name is required",
+    ),
+    RefusedCase(
+        "preferences hold nothing but colors and extensions",
+        config(preferences={"exec": {"command": "/bin/sh"}}),
+        "preferences.exec is not allowed",
+    ),
+    RefusedCase(
+        "impersonation is not something a Space writes",
+        config(user={"token": "t0k3n", "as": "system:admin"}),
+        "users[].user.as is not allowed",
+    ),
+]
+
+
+@pytest.mark.parametrize("case", BESIDE_SPACE_FIELDS, ids=lambda c: c.reason)
+def test_the_fields_a_space_writes_open_no_way_to_run_code_or_read_files(
+    case: RefusedCase,
+) -> None:
     with pytest.raises(kubeconfig.KubeconfigError) as raised:
-        kubeconfig.parse(with_extensions())
-    for field in ("extensions", "contexts[].context.extensions", "users[].user.extensions"):
-        assert f"kubeconfig: {field} is not allowed" in str(raised.value)
-
-
-@pytest.mark.parametrize("case", OPERATOR_REFUSED, ids=lambda c: c.reason)
-def test_an_operators_kubeconfig_keeps_every_other_refusal(case: ExtensionCase) -> None:
-    with pytest.raises(kubeconfig.KubeconfigError) as raised:
-        kubeconfig.parse(case.document, ignore_extensions=True)
+        kubeconfig.parse(case.document)
     assert case.named in str(raised.value), case.reason
-    assert "/etc/passwd" not in str(raised.value)
+    for secret in ("/etc/passwd", "/bin/sh", "t0k3n", "system:admin"):
+        assert secret not in str(raised.value), case.reason
 
 
 def test_the_allow_listed_fields_give_the_server_and_inline_credentials() -> None:

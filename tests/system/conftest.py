@@ -37,6 +37,7 @@ REQUIRED_TOOLS = (
     "kustomize-controller",
     "sops",
     "age-keygen",
+    "helm",
 )
 
 # `venv` runs our programs from the development venv instead of the built images.

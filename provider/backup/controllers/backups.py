@@ -46,7 +46,7 @@ from provider.backup.storage.tenancy import EndpointPolicy, TenancyError, check_
 from provider.backup.storage.web_identity import WebIdentityPolicy
 from provider.events import EventRecorder
 from provider.kube import Cluster, KubeError, LimitExceededError, Resource
-from provider.kubeconfig import ControlPlaneHosts, KubeconfigError
+from provider.kubeconfig import ControlPlaneHosts, HostPattern, HostPatternError, KubeconfigError
 from provider.managed.reconciler import Result
 from provider.model import (
     CLUSTER_PROVIDER_CONFIGS,
@@ -58,6 +58,7 @@ from provider.model import (
     InstanceSpec,
     InvalidError,
     ProviderConfigSpec,
+    ProviderConfigStatus,
     credentials_namespace,
     parse,
 )
@@ -300,9 +301,11 @@ class BackupReconciler:
             )
             msg = f"the kubeconfig of Instance {namespace}/{ref}: {detail}"
             raise SourceRefusedError(msg, KUBECONFIG_NOT_ALLOWED) from None
-        space = None if self.controlplane_hosts.patterns else await self._space_server(instance)
+        space, published = (None, None)
+        if not self.controlplane_hosts.patterns:
+            space, published = await self._space_hosts(instance)
         try:
-            self.controlplane_hosts.check(server, space_server=space)
+            self.controlplane_hosts.check(server, space_server=space, published=published)
         except KubeconfigError as error:
             detail = str(error).removeprefix("kubeconfig: ")
             msg = f"the kubeconfig of Instance {namespace}/{ref}: {detail}"
@@ -311,40 +314,53 @@ class BackupReconciler:
         version = at_provider.get("crossplaneVersion")
         return Target(kubeconfig, f"{namespace}/{ref}", version if isinstance(version, str) else "")
 
-    async def _space_server(self, instance: Mapping[str, Any]) -> str | None:
-        """The URL of the Space the Instance's provider config names; None when unknown.
+    async def _space_hosts(
+        self, instance: Mapping[str, Any]
+    ) -> tuple[str | None, HostPattern | None]:
+        """The Space's API URL and published ingress host, as the provider knows them.
 
-        Read as the provider reads it: a namespaced ProviderConfig may use only a
-        Secret of its own namespace. A failed read is a KubeError (retried).
+        Read from the Instance's provider config: the ingress host the provider
+        recorded in its ``status.space`` (what the Space publishes), and the Space's
+        URL (an ``UpboundTokens`` config's ``spaceURL``, else the server of its
+        kubeconfig Secret, read as the provider reads it: a namespaced
+        ProviderConfig may use only a Secret of its own namespace). Either is None
+        when unknown; a failed read is a KubeError (retried).
         """
         namespace = instance["metadata"]["namespace"]
         try:
             ref = parse(InstanceSpec, instance.get("spec") or {}, "spec").provider_config_ref
         except InvalidError:
-            return None
+            return None, None
         if ref.kind == "ProviderConfig":
             config = await self.local.get(PROVIDER_CONFIGS, namespace, ref.name)
         else:
             config = await self.local.get(CLUSTER_PROVIDER_CONFIGS, None, ref.name)
         try:
-            selector = parse(
+            credentials = parse(
                 ProviderConfigSpec, (config or {}).get("spec") or {}, "spec"
-            ).spaces.credentials.secret_ref
-        except InvalidError:
-            return None
+            ).spaces.credentials
+            status = parse(ProviderConfigStatus, (config or {}).get("status") or {}, "status")
+            published = (
+                HostPattern.parse(status.space.ingress_host) if status.space.ingress_host else None
+            )
+        except (InvalidError, HostPatternError):
+            return None, None
+        if credentials.source == "UpboundTokens" and credentials.upbound is not None:
+            return credentials.upbound.space_url, published
+        selector = credentials.secret_ref
         try:
             secret_namespace = credentials_namespace(ref.kind, ref.name, selector, namespace)
         except InvalidError:
-            return None
+            return None, published
         secret = await self.local.get(kube.SECRETS, secret_namespace, selector.name)
         encoded = ((secret or {}).get("data") or {}).get(selector.key)
         if not encoded:
-            return None
+            return None, published
         try:
             text = base64.b64decode(encoded).decode()
-            return kubeconfig_rules.parse(kube.load_kubeconfig_text(text)).server
+            return kubeconfig_rules.parse(kube.load_kubeconfig_text(text)).server, published
         except (KubeError, ValueError):
-            return None
+            return None, published
 
     async def _run(self, backup: Mapping[str, Any], target: Target) -> Summary:
         """Export and upload in a thread of its own: boto3 blocks, the controller must not."""
