@@ -23,6 +23,7 @@ def main(argv: list[str]) -> int:
             file=sys.stderr,
         )
         if not check:
+            path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(content)
     return 1 if check and stale else 0
 
