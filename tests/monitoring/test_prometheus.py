@@ -1,6 +1,6 @@
 """The real Prometheus server loads the shipped rules, scrapes our metrics server, alerts.
 
-Not yet the sandbox's whole platform (see docs/monitoring.md): the provider's
+Not yet the sandbox's whole platform (issue 29 asks for that too): the provider's
 own /metrics server runs in this process, Prometheus (built by ``tools/build.sh
 prometheus`` from the module promtool comes from) scrapes it every second and
 evaluates the shipped rules file every second; a schedule's newest Backup
