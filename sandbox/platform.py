@@ -336,9 +336,7 @@ class Platform:
 
     def composition_for(self, provider_config: str) -> str:
         """Apply the v2 composition with Instances on ``provider_config``; its name."""
-        composition = sandbox_composition(
-            V2_COMPOSITION, self.git.host, provider_config
-        )
+        composition = sandbox_composition(V2_COMPOSITION, self.git.host, provider_config)
         kubectl.apply(
             self.kubeconfig, self._manifest(f"composition-{provider_config}", composition)
         )
