@@ -236,8 +236,9 @@ class _Composition:
                 "key": instance.KUBECONFIG_KEY,
             },
         }
-        for key in ("id", "crossplaneVersion"):
-            # crossplaneVersion: what the Space runs now, which it may have upgraded.
+        for key in ("id", "crossplaneVersion", "upgrade"):
+            # crossplaneVersion: what the Space runs now, which it may have upgraded;
+            # upgrade: an upgrade in steps of one minor, while it is on its way.
             observed = seen.get("status", "atProvider", key) if seen is not None else None
             if observed:
                 status[key] = observed

@@ -184,10 +184,16 @@ class LocalSecretRef(_Strict):
 
 
 class HealthCheckExpr(_Strict):
-    """A Flux health check of one kind: CEL expressions over the object."""
+    """A Flux health check: CEL expressions over each object of a group and kind.
+
+    Without ``kind`` it covers every kind of the group that no check names
+    (Flux's ``healthCheckExprs`` in kustomize-controller v1.9, fluxcd/pkg
+    ``runtime/cel/status_reader.go``: a check is keyed by group and kind, never
+    by version, and a kind-less one by its group alone).
+    """
 
     api_version: ApiVersion
-    kind: Kind
+    kind: Kind | None = None
     current: CelExpression
     failed: CelExpression | None = None
     in_progress: CelExpression | None = None

@@ -73,6 +73,7 @@ from provider.model import (
 from provider.runtime import dns, logs, metrics
 from provider.runtime.durations import format_go_duration, parse_go_duration
 from provider.runtime.queue import RateLimitingQueue
+from provider.spaces import versions
 from provider.spaces.backend import SpacesConnector, spaces_in_use
 
 log = logging.getLogger("provider")
@@ -117,6 +118,8 @@ class Options:
     web_identity_service_account: ServiceAccountRef | None = None
     # The provider's: how many restores run at once, and how long each may run.
     restores: RestoreBounds = field(default_factory=RestoreBounds)
+    # The provider's: the Crossplane versions the Spaces support, steps of an upgrade.
+    crossplane_releases: tuple[str, ...] = ()
     # Both: the roles a WebIdentity Backup may name; by default none (WebIdentity is off).
     web_identity_roles: WebIdentityPolicy = field(default_factory=WebIdentityPolicy)
     # The Backup controller's: how long a deleted schedule waits for its final Backup.
@@ -358,6 +361,18 @@ WEB_IDENTITY_ROLE_FLAGS: list[Flag] = [
 
 PROVIDER_FLAGS: list[Flag] = [
     click.option(
+        "--crossplane-release",
+        "crossplane_releases",
+        multiple=True,
+        show_envvar=True,
+        help=(
+            "A Crossplane version the Spaces support (as their chart's controller.crossplane."
+            "supportedVersions lists them, e.g. 2.1.4-up.2); repeatable. An Instance asked to "
+            "move more than one minor steps through the latest release of each minor between. "
+            "Default: none (such an Instance is Synced=False, naming the minor it lacks)."
+        ),
+    ),
+    click.option(
         "--poll",
         type=Duration(MINIMUM_POLL_SECONDS),
         default=None,
@@ -531,12 +546,21 @@ def provider_options(**flags: Any) -> Options:
         limit=int(flags.pop("max_restores")), deadline=float(flags.pop("restore_timeout"))
     )
     web_identity_roles = _web_identity_roles(flags)
+    releases = tuple(flags.pop("crossplane_releases"))
+    for release in releases:
+        if versions.parse(release) is None:
+            msg = (
+                f"--crossplane-release: {release!r} is not a Crossplane version, "
+                "e.g. --crossplane-release=2.1.4-up.2"
+            )
+            raise click.UsageError(msg)
     options = _options(PROVIDER, float(seconds), **flags)
     return dataclasses.replace(
         options,
         web_identity_service_account=web_identity,
         web_identity_roles=web_identity_roles,
         restores=restores,
+        crossplane_releases=releases,
     )
 
 
@@ -665,6 +689,7 @@ def provider_controllers(
         on_control_plane=queue.add,
         controlplane_hosts=options.controlplane_hosts,
         poll_interval=options.poll_interval,
+        releases=options.crossplane_releases,
     )
 
     def prune_spaces(*_: JsonObject | str | None) -> None:

@@ -231,6 +231,8 @@ class ControlPlaneStatus(_Model):
     conditions: list[SpaceCondition] = []
     message: str = ""
     control_plane_id: str = Field(default="", alias="controlPlaneID")
+    # The spec generation the status answers (None: the Space did not say).
+    observed_generation: int | None = None
 
     def condition(self, type_: str) -> SpaceCondition | None:
         """The condition of ``type_``, if the Space wrote one."""

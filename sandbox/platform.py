@@ -77,6 +77,7 @@ from sandbox.pki import issue
 from sandbox.processes import Process
 from sandbox.provideraws import MEMBERS, dependency_name
 from sandbox.registry import CONFIGURATION_NAME, FUNCTION, PROVIDER, Package, Registry
+from sandbox.space_releases import DEFAULT_RELEASES
 from sandbox.spacefront import CloudAuth, SpaceFront
 from sandbox.spaces import (
     SPACES_CRD,
@@ -172,8 +173,14 @@ class Platform:
 
     workdir: Path
     launcher: Launcher = field(default_factory=VirtualenvLauncher)
-    # Flags of the provider's in place of the shipped ones (`sandbox.shipped`).
-    provider_args: tuple[str, ...] = ("--poll", "5s")
+    # Flags of the provider's in place of the shipped ones (`sandbox.shipped`), and
+    # the sandbox Space's releases, as an operator copies them from its chart: the
+    # steps of upgrades.
+    provider_args: tuple[str, ...] = (
+        "--poll",
+        "5s",
+        *(f"--crossplane-release={release}" for release in DEFAULT_RELEASES),
+    )
     crossplane_in_hosted: bool = False
     provisioning_delay: float = PROVISIONING_DELAY
     deletion_delay: float = DELETION_DELAY

@@ -15,12 +15,16 @@ What a Space does with versions, from github.com/upbound/docs:
   created without a version gets "the latest stable v2 release"; channels
   never cross a major version; a retired line (UXP 1.18.x) is refused for
   new control planes while existing ones keep running, marked unsupported;
-  upgrades are validated (version skips are rejected).
+  "Spaces enforces moving minor-by-minor through supported releases (version
+  skips are rejected), and requires UXP 1.20 before upgrading a control plane
+  to UXP 2.0".
 
 The simulator refuses a version at admission, as a Space's webhook does, with
 a ValidatingAdmissionPolicy made here (``admission_policy``): a new or changed
-``spec.crossplane.version`` must be supported, and never lower than the one
-it replaces. Minor skips are not modelled.
+``spec.crossplane.version`` must be supported, never lower than the one it
+replaces, and at most one minor line past it, the lines being those the Space
+ever offered in order (so 1.20 is the line before 2.0). A channel moves a
+control plane minor by minor too (``Releases.target``).
 
 Pure: the simulator applies the policy and writes what these functions say.
 """
@@ -98,7 +102,17 @@ class Releases:
         picked = _pick(channel, line, now)
         if picked is None or _parsed(picked) <= now:
             return None
+        lines = self.lines()
+        if now[:2] in lines and lines.index(_parsed(picked)[:2]) > lines.index(now[:2]) + 1:
+            # Minor by minor, as the Space's own validation asks: the next line's latest.
+            following = lines[lines.index(now[:2]) + 1]
+            step = max((item for item in line if item[0][:2] == following), default=None)
+            return step[1] if step is not None else None
         return picked
+
+    def lines(self) -> list[tuple[int, int]]:
+        """Every ``(major, minor)`` line the Space ever offered, in order."""
+        return sorted({_parsed(v)[:2] for v in (*self.supported, *self.retired)})
 
     def is_supported(self, version: str) -> bool:
         """Whether ``version`` is one a Space runs without an unsupported warning."""
@@ -136,10 +150,23 @@ def _cel_map(ranks: Iterable[tuple[str, int]]) -> str:
     return "{" + ", ".join(f"{json.dumps(v)}: {rank}" for v, rank in ranks) + "}"
 
 
+def _cel_text_map(pairs: Iterable[tuple[str, str]]) -> str:
+    return "{" + ", ".join(f"{json.dumps(k)}: {json.dumps(v)}" for k, v in pairs) + "}"
+
+
+def _line_after(lines: Sequence[tuple[int, int]], version: Version) -> str:
+    """``major.minor`` of the line after ``version``'s ("" for the last)."""
+    index = lines.index(version[:2]) + 1
+    return "{}.{}".format(*lines[index]) if index < len(lines) else ""
+
+
 def admission_policy(releases: Releases) -> dict[str, Any]:
     """The ValidatingAdmissionPolicy that refuses what a Space's webhook refuses."""
     known = sorted({*releases.supported, *releases.retired}, key=_parsed)
     ranks = _cel_map((v, rank) for rank, v in enumerate(known))
+    lines = releases.lines()
+    line_of = _cel_map((v, lines.index(_parsed(v)[:2])) for v in known)
+    following = _cel_text_map((v, _line_after(lines, _parsed(v))) for v in known)
     supported = _cel_map((v, 1) for v in releases.supported)
     listed = ", ".join(sorted(releases.supported, key=_parsed))
     return {
@@ -161,6 +188,8 @@ def admission_policy(releases: Releases) -> dict[str, Any]:
             "variables": [
                 {"name": "ranks", "expression": ranks},
                 {"name": "supported", "expression": supported},
+                {"name": "lines", "expression": line_of},
+                {"name": "following", "expression": following},
                 {
                     "name": "version",
                     "expression": "has(object.spec.crossplane) && "
@@ -189,6 +218,17 @@ def admission_policy(releases: Releases) -> dict[str, Any]:
                     "variables.ranks[variables.version] >= variables.ranks[variables.previous]",
                     "messageExpression": "'spec.crossplane.version: cannot downgrade from ' + "
                     "variables.previous + ' to ' + variables.version",
+                    "reason": "Invalid",
+                },
+                {
+                    "expression": "variables.version == '' || variables.previous == '' || "
+                    "!(variables.version in variables.lines) || "
+                    "!(variables.previous in variables.lines) || "
+                    "variables.lines[variables.version] <= variables.lines[variables.previous] + 1",
+                    "messageExpression": "'spec.crossplane.version: cannot upgrade from ' + "
+                    "variables.previous + ' to ' + variables.version + ': upgrades move "
+                    "minor-by-minor through supported releases (version skips are rejected); "
+                    "upgrade to ' + variables.following[variables.previous] + ' first'",
                     "reason": "Invalid",
                 },
             ],

@@ -322,6 +322,8 @@ class SpaceFront:
         self.host = f"{address}:{port}"
         self.url = f"https://{self.host}"
         self._control_planes: dict[tuple[str, str], _Upstream] = {}
+        # Control planes being deleted: their prefix answers 503 until unregistered.
+        self._draining: set[tuple[str, str]] = set()
         self._space: _Upstream | None = None
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(
@@ -486,10 +488,19 @@ class SpaceFront:
 
         return {key: self.kubeconfig(*key) for key in self._call(swap())}
 
+    def drain(self, group: str, name: str) -> None:
+        """``group/name`` is being deleted: its prefix answers 503 until it is unregistered."""
+
+        async def mark() -> None:
+            self._draining.add((group, name))
+
+        self._call(mark())
+
     def unregister(self, group: str, name: str) -> None:
         """Stop routing ``group/name``: its prefix answers 404 from now on."""
 
         async def remove() -> None:
+            self._draining.discard((group, name))
             found = self._control_planes.pop((group, name), None)
             if found is not None:
                 await found.session.close()
@@ -554,6 +565,8 @@ class SpaceFront:
             )
         if not admitted:
             return _status(401, "Unauthorized", "Unauthorized")
+        if route is not None and (route.group, route.name) in self._draining:
+            return _status(503, "ServiceUnavailable", "the control plane is being deleted")
         if (
             self.cloud is not None
             and route is None

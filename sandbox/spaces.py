@@ -647,7 +647,8 @@ class SpacesSimulator:
             due = self._deletion_due_in(cp) if held else 0.0
             if due > 0:
                 self._come_back(cp, due)
-            return held and due <= 0
+            # Once to say it is Deleting, once more when the deletion is done.
+            return held and (due <= 0 or condition(cp, "Ready").get("reason") != DELETING)
         if not held or not (cp["spec"].get("crossplane") or {}).get("version"):
             return True
         secret = None if self.cloud else _connection_secret(cp)
@@ -779,6 +780,7 @@ class SpacesSimulator:
             return
         due = self._deletion_due_in(cp)
         if due > 0:
+            self._deleting(cp)
             self._come_back(cp, due)
             return
         with self._secrets:
@@ -798,6 +800,22 @@ class SpacesSimulator:
         self._json_patch(cp, _remove_finalizer(list(metadata["finalizers"])))
         for state in (self._first_seen, self._deleting_since, self._running, self._hosted_by_uid):
             state.pop(uid, None)
+
+    def _deleting(self, cp: dict[str, Any]) -> None:
+        """Ready=False, Deleting (crossplane-runtime's); the API answers 503 from now on."""
+        if self.front is not None:
+            self.front.drain(cp["metadata"]["namespace"], cp["metadata"]["name"])
+        if condition(cp, "Ready").get("reason") == DELETING:
+            return
+        held = [c for c in (cp.get("status") or {}).get("conditions") or [] if c["type"] != "Ready"]
+        kept = [{k: v for k, v in c.items() if k != "lastTransitionTime"} for c in held]
+        self._write_status(
+            cp,
+            {
+                "conditions": [_condition("Ready", "False", DELETING), *kept],
+                "message": (cp.get("status") or {}).get("message"),
+            },
+        )
 
     def _crossplane_runs(self, cp: dict[str, Any]) -> bool:
         """Whether Crossplane core runs in the ControlPlane's hosted control plane."""
@@ -828,6 +846,7 @@ class SpacesSimulator:
                 self._synced(fault),
             ],
             "message": message,
+            "observedGeneration": cp["metadata"].get("generation"),
         }
 
     def _status(self, cp: dict[str, Any]) -> dict[str, Any]:
@@ -870,6 +889,8 @@ class SpacesSimulator:
             "firstAvailableAt": first,
             "conditions": conditions,
             "message": message,
+            # The spec it answers: a version written since is not yet answered.
+            "observedGeneration": metadata.get("generation"),
         }
 
     def _fault(self, cp: dict[str, Any]) -> Fault | None:
@@ -945,6 +966,8 @@ SPACES_GROUP, SPACES_VERSION = "spaces.upbound.io", "v1beta1"
 # The simulator's own finalizer on every ControlPlane (a Space's name for its own is not
 # documented; this one says whose it is).
 FINALIZER = "spaces-simulator.sandbox.local/controlplane"
+# crossplane-runtime's Ready reason while a managed resource is deleted (``Deleting()``).
+DELETING = "Deleting"
 # Where a Space publishes its ingress (upbound/up internal/profile/kubeconfig.go).
 INGRESS_NAMESPACE, INGRESS_CONFIGMAP = "upbound-system", "ingress-public"
 # The connection secret's keys (``ResourceCredentialsSecretInClusterKubeconfigKey``).

@@ -54,9 +54,10 @@ CROSSPLANE_HEALTH_CHECKS = (
 
 
 def group_kind(check: HealthCheckExpr) -> str:
-    """``Kind.group``, what Flux tells health checks apart by."""
+    """``Kind.group`` (``*.group`` without a kind), what Flux tells health checks apart by."""
     group = check.api_version.rpartition("/")[0]
-    return f"{check.kind}.{group}" if group else check.kind
+    kind = check.kind or "*"
+    return f"{kind}.{group}" if group else kind
 
 
 def check_health_checks(

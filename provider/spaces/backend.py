@@ -35,7 +35,7 @@ import binascii
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
@@ -65,7 +65,7 @@ from provider.model import (
     credentials_namespace,
     parse,
 )
-from provider.spaces import desired, ingress, readiness
+from provider.spaces import desired, ingress, readiness, upgrades
 from provider.spaces.desired import CONNECTION_SECRET_PREFIX as _CONNECTION_SECRET_PREFIX
 from provider.spaces.ingress import Ingress
 from provider.spaces.upbound import OrganizationTokens
@@ -173,6 +173,7 @@ class SpacesConnector:
         on_control_plane: Callable[[InstanceKey], None] | None = None,
         controlplane_hosts: ControlPlaneHosts | None = None,
         poll_interval: float = 60.0,
+        releases: Sequence[str] = (),
     ) -> None:
         """``local`` is the cluster the Instances live in; ``restorer`` restores Backups.
 
@@ -183,8 +184,11 @@ class SpacesConnector:
         ``controlplane_hosts`` are the hosts a ControlPlane's kubeconfig may name
         (none given: what the Space publishes). ``poll_interval`` is how often a
         Space whose API has no watch is listed, and what it publishes read again.
+        ``releases`` are the Crossplane versions the Spaces support, the steps of
+        an upgrade of more than one minor.
         """
         self.local = local
+        self.releases = tuple(releases)
         self.controlplane_hosts = controlplane_hosts or ControlPlaneHosts()
         self.poll_interval = poll_interval
         bounds = restores or RestoreBounds()
@@ -239,6 +243,7 @@ class SpacesConnector:
             published=published,
             tokens=space.tokens,
             ingress=published or space.fallback_ingress,
+            releases=self.releases,
         )
 
     async def _space(self, namespace: str, group: str, credentials: Credentials) -> _Space:
@@ -529,6 +534,7 @@ class SpacesClient:
         published: Ingress | None = None,
         tokens: OrganizationTokens | None = None,
         ingress: Ingress | None = None,
+        releases: Sequence[str] = (),
     ) -> None:
         """``group`` is the Space namespace where ControlPlanes are made.
 
@@ -537,7 +543,10 @@ class SpacesClient:
         (by default ``published``, what the Space publishes of its ingress). With
         ``tokens`` (Upbound Cloud, whose Spaces write no connection secrets) the
         kubeconfig is written here: the control plane on ``ingress``, its CA, a token.
+        ``releases`` are the Crossplane versions the Space supports: an upgrade of
+        more than one minor steps through them (``upgrades``).
         """
+        self.releases = tuple(releases)
         self.space = space
         self.group = group
         self.restoring = restoring
@@ -578,7 +587,14 @@ class SpacesClient:
             at_provider["crossplaneVersion"] = version
         else:
             at_provider.pop("crossplaneVersion", None)
+        step = self._step(spec, found)
+        if step.target:
+            at_provider["upgrade"] = {"target": step.target, "message": step.message}
+        else:
+            at_provider.pop("upgrade", None)
         said = readiness.verdict(status)
+        if step.stuck and not said.refused:
+            said = readiness.Verdict(said.ready, step.message)
         if said.ready.status != "True":
             return self._observed(managed, spec, found, said)
         details, problem = await self._kubeconfig(actual, name)
@@ -619,7 +635,12 @@ class SpacesClient:
             (found.get("metadata") or {}).get("labels") or {},
             desired.owner_labels(managed["metadata"]),
             self._connection_ref(meta.external_name(managed)),
+            self._step(spec, found),
         )
+
+    def _step(self, spec: InstanceSpec, found: Mapping[str, Any]) -> upgrades.Step:
+        """The version to write now; a minor upgrade waits for the control plane to settle."""
+        return desired.version_step(spec, _spec_of(found), self.releases, settled=_settled(found))
 
     def _connection_ref(self, name: str) -> dict[str, str] | None:
         """Where the Space writes a ControlPlane's kubeconfig; None in Upbound Cloud.
@@ -759,6 +780,22 @@ class SpacesClient:
         if self.restoring is not None:
             await self.restoring.cancel(managed)
         await self.cache.delete(CONTROL_PLANES, self.group, meta.external_name(managed))
+
+
+def _settled(found: Mapping[str, Any]) -> bool:
+    """Whether the Space reports the ControlPlane ready and healthy on its current spec.
+
+    A status older than the spec's generation (the Space has not answered the
+    last version written) is not settled; a Space that writes no
+    ``observedGeneration`` is taken at its word.
+    """
+    name = (found.get("metadata") or {}).get("name", "")
+    status = parse(ControlPlaneStatus, found.get("status") or {}, f"ControlPlane {name} status")
+    generation = (found.get("metadata") or {}).get("generation")
+    answered = status.observed_generation
+    if answered is not None and isinstance(generation, int) and answered < generation:
+        return False
+    return readiness.verdict(status).ready.status == "True"
 
 
 def _spec_of(found: Mapping[str, Any]) -> ControlPlaneSpec:

@@ -18,11 +18,11 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from provider.model import ControlPlaneSpec, InstanceSpec
-from provider.spaces import versions
+from provider.spaces import upgrades, versions
 
 # Whose a ControlPlane is, as labels a Space's selectors can match (the
 # ``controlPlaneSelector`` of SharedBackupSchedule, SharedBackup,
@@ -81,18 +81,32 @@ def version_to_send(wanted: str | None, channel: str, observed: str | None) -> s
     return None if versions.newer_or_same(observed, wanted) else wanted
 
 
-def changes(
+def version_step(
+    spec: InstanceSpec, actual: ControlPlaneSpec, releases: Sequence[str], *, settled: bool
+) -> upgrades.Step:
+    """The version to write now: the Instance's, or a step towards it (``upgrades.plan``)."""
+    crossplane = spec.for_provider.crossplane
+    observed = actual.crossplane.version
+    version = version_to_send(crossplane.version, crossplane.auto_upgrade.channel, observed)
+    if version is None:
+        return upgrades.Step(send=None)
+    return upgrades.plan(observed, version, releases, settled=settled)
+
+
+def changes(  # noqa: PLR0917 (what a ControlPlane is compared with)
     spec: InstanceSpec,
     actual: ControlPlaneSpec,
     present_labels: Mapping[str, str],
     labels: Mapping[str, str],
     connection_ref: Mapping[str, str] | None,
+    step: upgrades.Step,
 ) -> dict[str, Any]:
     """The merge patch that brings a ControlPlane to the Instance; empty when up to date.
 
     ``actual`` and ``present_labels`` are the ControlPlane's; ``labels`` are the
     owner labels it must carry; ``connection_ref`` is where its kubeconfig goes
-    when it names no secret (an adopted one), None where a Space writes none.
+    when it names no secret (an adopted one), None where a Space writes none;
+    ``step`` is the version to write now (``version_step``).
     """
     wanted = spec.for_provider
     patch_spec: dict[str, Any] = {}
@@ -100,9 +114,8 @@ def changes(
     channel = wanted.crossplane.auto_upgrade.channel
     if actual.crossplane.auto_upgrade.channel != channel:
         patch_crossplane["autoUpgrade"] = {"channel": channel}
-    version = version_to_send(wanted.crossplane.version, channel, actual.crossplane.version)
-    if version is not None:
-        patch_crossplane["version"] = version
+    if step.send is not None:
+        patch_crossplane["version"] = step.send
     if patch_crossplane:
         patch_spec["crossplane"] = patch_crossplane
     if wanted.class_ is not None and actual.class_ != wanted.class_:

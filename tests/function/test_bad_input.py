@@ -442,6 +442,21 @@ BAD_CASES = [
         ("spec.source.stages[0].healthCheckExprs[1]", "T.x.io", "one per kind"),
     ),
     BadCase(
+        "Two health checks without kind of one group are refused: Flux keys both by the group "
+        "alone and fails the whole stage.",
+        _staged(
+            {
+                "name": "a",
+                "path": "./a",
+                "healthCheckExprs": [
+                    {"apiVersion": "x.io/v1", "current": "true"},
+                    {"apiVersion": "x.io/v2", "current": "false"},
+                ],
+            }
+        ),
+        ("spec.source.stages[0].healthCheckExprs[1]", "*.x.io", "one per kind"),
+    ),
+    BadCase(
         "An input health check of a kind the function's defaults check is refused.",
         {"source": b.SOURCE},
         ("input.source.healthCheckExprs[0]", "CompositeResourceDefinition", "one per kind"),

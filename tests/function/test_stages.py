@@ -9,6 +9,7 @@ import pytest
 
 from function.resources import flux
 from tests import builders as b
+from tests import schemas
 from tests.function.test_compose import condition, run
 
 REVISION = "main@sha1:5e88fe3a1c2b4d6e8f0a1b2c3d4e5f6a7b8c9d0e"
@@ -144,6 +145,22 @@ def test_health_checks_are_the_platforms_then_the_inputs_then_the_stages() -> No
         platform_check,
         THING_CHECK,
     ]
+
+
+def test_a_check_without_kind_covers_its_group_beside_the_checks_of_named_kinds() -> None:
+    # Flux keys a kind-less check by its group alone: it sits beside the defaults'
+    # Provider, Function and Configuration checks of pkg.crossplane.io.
+    group_check = {"apiVersion": "pkg.crossplane.io/v1beta1", "current": "true"}
+    staged = {
+        **b.SOURCE,
+        "stages": [{"name": "packages", "path": "./packages", "healthCheckExprs": [group_check]}],
+    }
+    resources = run({"source": staged}, {"instance": b.ready()}).resources
+    rendered = resources["kustomization-packages"].body["spec"]["healthCheckExprs"]
+    assert rendered == [*DEFAULT_CHECKS, group_check]
+    assert "kind" not in rendered[-1]
+    # Flux's own CRD (pinned) takes it: kind is not required there.
+    assert schemas.problems(resources["kustomization-packages"].body) == []
 
 
 @dataclass

@@ -99,7 +99,12 @@ def env(kube_etcd: Etcd, tmp_path_factory: pytest.TempPathFactory) -> Iterator[E
         with (
             SpacesSimulator(space, hosted) as simulator,
             provider(
-                local.server.kubeconfig_path, Path(logs) / "provider.log", "--poll", "2s"
+                local.server.kubeconfig_path,
+                Path(logs) / "provider.log",
+                "--poll",
+                "2s",
+                # The Space's releases, as an operator lists them: the steps of upgrades.
+                *(f"--crossplane-release={release}" for release in simulator.releases.supported),
             ) as process,
         ):
             yield Env(local, space, hosted, simulator, process, factory)

@@ -320,6 +320,11 @@ GOOD_CASES = [
         )
     ),
     GoodCase(
+        "--crossplane-release is repeatable: the Space's releases, the steps of upgrades.",
+        ["--crossplane-release=2.0.2-up.3", "--crossplane-release", "2.1.4-up.2"],
+        {"crossplane_releases": ("2.0.2-up.3", "2.1.4-up.2")},
+    ),
+    GoodCase(
         "With no --allowed-controlplane-host the provider allows only the Space's host.",
         [],
         {"controlplane_hosts": ControlPlaneHosts()},
@@ -554,6 +559,11 @@ BAD_CASES = [
             "is not a host pattern",
             "e.g. --allowed-controlplane-host=",
         ],
+    ),
+    BadCase(
+        "--crossplane-release takes a version as a Space writes it, not a tag.",
+        ["--crossplane-release=v2.1.4"],
+        ["--crossplane-release", "is not a Crossplane version", "e.g. --crossplane-release="],
     ),
     BadCase(
         "--allowed-controlplane-host allows a wildcard only as the first label.",

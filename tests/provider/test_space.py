@@ -10,13 +10,18 @@ others of this module only.
 from __future__ import annotations
 
 import base64
+import threading
 from functools import partial
 from typing import Any
 
+import pytest
+import urllib3
 import yaml
+from kubernetes import watch
+from kubernetes.client.exceptions import ApiException
 
 from provider.spaces import desired
-from sandbox.spaces import Fault, condition, wait_for
+from sandbox.spaces import SPACES_GROUP, SPACES_VERSION, Fault, condition, wait_for
 from tests.provider.conftest import SPACE_GROUP, Env
 from tests.provider.test_instance import (
     control_planes,
@@ -107,6 +112,108 @@ def test_a_version_the_space_does_not_offer_is_refused_in_its_words(env: Env) ->
         {"spec": {"forProvider": {"crossplane": {"version": "2.1.4-up.2"}}}},
     )
     wait_for("Ready once the version is one the Space offers", lambda: ready(env, namespace))
+
+
+def test_the_space_refuses_a_minor_skip_in_its_words(env: Env) -> None:
+    namespace = fresh(env, "skip")
+    env.local.create("instances", instance(namespace, version="2.0.2-up.3", channel="None"))
+    wait_for("Ready", lambda: ready(env, namespace))
+    name = default_external_name(namespace)
+
+    with pytest.raises(ApiException) as refused:
+        env.space.patch(
+            "controlplanes",
+            SPACE_GROUP,
+            name,
+            {"spec": {"crossplane": {"version": "2.2.1-up.1"}}},
+            SPACES_GROUP,
+            SPACES_VERSION,
+        )
+
+    assert refused.value.status == 422
+    assert (
+        "cannot upgrade from 2.0.2-up.3 to 2.2.1-up.1: upgrades move minor-by-minor through "
+        "supported releases (version skips are rejected); upgrade to 2.1 first"
+    ) in str(refused.value.body)
+    assert running(env, namespace) == "2.0.2-up.3"
+
+
+def test_an_upgrade_of_two_minors_steps_through_the_one_between_once_healthy(env: Env) -> None:
+    namespace = fresh(env, "steps")
+    env.local.create("instances", instance(namespace, version="2.0.2-up.3", channel="None"))
+    wait_for("Ready", lambda: ready(env, namespace))
+    name = default_external_name(namespace)
+    written: list[str] = []
+    stop = threading.Event()
+    watching = threading.Thread(
+        target=_record_versions, args=(env, name, written, stop), daemon=True
+    )
+    watching.start()
+    wait_for("the version history's first event", lambda: written)
+    # Unhealthy: the provider must not start the upgrade, nor go on with it.
+    env.simulator.inject(SPACE_GROUP, name, Fault("unhealthy", "etcd is compacting"))
+    wait_for(
+        "the Instance unhealthy",
+        partial(ready_reason, env, namespace, "UnhealthyControlPlane"),
+    )
+    env.local.patch(
+        "instances",
+        namespace,
+        "myctp",
+        {"spec": {"forProvider": {"crossplane": {"version": "2.2.1-up.1"}}}},
+    )
+
+    waiting = wait_for(
+        "the Instance saying it waits for health",
+        lambda: (
+            upgrade
+            if "waiting for the control plane to be healthy on 2.0.2-up.3"
+            in str(upgrade := upgrade_of(env, namespace))
+            else None
+        ),
+    )
+    assert waiting["target"] == "2.2.1-up.1", waiting
+    assert running(env, namespace) == "2.0.2-up.3"
+    env.simulator.clear(SPACE_GROUP, name)
+
+    wait_for("2.2.1-up.1 running", lambda: running(env, namespace) == "2.2.1-up.1")
+    wait_for("Ready on 2.2.1-up.1", lambda: reported(env, namespace) == "2.2.1-up.1")
+    wait_for("the upgrade no longer reported", lambda: upgrade_of(env, namespace) is None)
+    wait_for("the last write seen", lambda: written[-1] == "2.2.1-up.1")
+    stop.set()
+    watching.join(timeout=10)
+    assert written == ["2.0.2-up.3", "2.1.4-up.2", "2.2.1-up.1"], written
+    assert condition(get(env, namespace), "Synced")["status"] == "True"
+
+
+def upgrade_of(env: Env, namespace: str) -> dict[str, Any] | None:
+    found = get(env, namespace) or {}
+    upgrade = found.get("status", {}).get("atProvider", {}).get("upgrade")
+    return dict(upgrade) if upgrade else None
+
+
+def _record_versions(env: Env, name: str, written: list[str], stop: threading.Event) -> None:
+    """Append each new ``spec.crossplane.version`` of the ControlPlane ``name``, from a watch."""
+    resource_version = "0"  # from the start: one ADDED, then every write
+    while not stop.is_set():
+        try:
+            for event in watch.Watch().stream(  # type: ignore[no-untyped-call]
+                env.space.custom.list_namespaced_custom_object,
+                SPACES_GROUP,
+                SPACES_VERSION,
+                SPACE_GROUP,
+                "controlplanes",
+                field_selector=f"metadata.name={name}",
+                resource_version=resource_version,
+                timeout_seconds=1,
+            ):
+                obj = event["object"]
+                resource_version = obj["metadata"]["resourceVersion"]
+                version = (obj["spec"].get("crossplane") or {}).get("version", "")
+                if not written or written[-1] != version:
+                    written.append(version)
+        except (ApiException, OSError, urllib3.exceptions.HTTPError):
+            stop.wait(0.1)
 
 
 def test_a_pinned_downgrade_is_refused_and_the_running_version_kept(env: Env) -> None:

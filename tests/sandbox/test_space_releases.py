@@ -25,7 +25,13 @@ TARGET_CASES = [
     TargetCase(
         "Stable moves to the latest patch of minor N-1", "Stable", "2.0.2-up.3", "2.1.5-up.1"
     ),
-    TargetCase("Rapid moves to the latest patch of minor N", "Rapid", "2.0.2-up.3", "2.2.1-up.1"),
+    TargetCase("Rapid moves to the latest patch of minor N", "Rapid", "2.1.4-up.2", "2.2.1-up.1"),
+    TargetCase(
+        "Rapid two minors behind moves one minor, as a Space's upgrades go minor by minor",
+        "Rapid",
+        "2.0.2-up.3",
+        "2.1.5-up.1",
+    ),
     TargetCase("Stable never moves down from minor N", "Stable", "2.2.1-up.1", None),
     TargetCase("a channel never crosses a major", "Rapid", "1.20.5-up.1", None),
     TargetCase(

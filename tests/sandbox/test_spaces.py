@@ -187,7 +187,7 @@ def test_a_rotated_ca_rewrites_every_secret(world: World) -> None:
         assert status_through(text) == 200
 
 
-def test_deletion_waits_then_removes_the_secret_and_the_route_then_the_control_plane(
+def test_deletion_says_deleting_answers_503_then_removes_the_secret_the_route_and_itself(
     world: World,
 ) -> None:
     name = unique("ctp")
@@ -201,7 +201,17 @@ def test_deletion_waits_then_removes_the_secret_and_the_route_then_the_control_p
     held = control_plane(world, name)
     assert held is not None
     assert held["metadata"].get("deletionTimestamp")
+    deleting = wait_for(
+        f"ControlPlane {name} Ready=False, Deleting",
+        lambda: (
+            condition(control_plane(world, name), "Ready").get("reason") == "Deleting"
+            and control_plane(world, name)
+        ),
+    )
+    assert condition(deleting, "Ready")["status"] == "False"
     assert world.space.secret(GROUP, f"kubeconfig-{name}") is not None
+    # Its API answers 503 before the finalizer goes, as a control plane being torn down.
+    assert status_through(kubeconfig) == 503
     wait_for(f"ControlPlane {name} gone", lambda: control_plane(world, name) is None)
     assert time.monotonic() - started >= DELETION_DELAY
     assert world.space.secret(GROUP, f"kubeconfig-{name}") is None

@@ -186,6 +186,56 @@ def test_a_stable_controlplane_comes_up_through_creating_and_keeps_the_spaces_up
     assert is_true(get(platform.kube, XR, namespace, name), "Ready")
 
 
+def test_a_controlplane_asked_from_2_0_to_2_2_steps_through_2_1_once_healthy(
+    platform: Platform,
+) -> None:
+    namespace, name = unique("steps"), "ctp"
+    platform.kube.namespace(namespace)
+    create(platform.kube, XR, bare(namespace, name, channel="None", crossplaneVersion="2.0.2-up.3"))
+    wait_ready(platform, XR, namespace, name)
+    hosted = hosted_name(platform, namespace, name)
+
+    with VersionHistory(platform, hosted) as history:
+        # Unhealthy first: the composite shows the upgrade waiting, and nothing is written.
+        platform.simulator.inject(SPACE_GROUP, hosted, Fault("unhealthy", "etcd is compacting"))
+        wait_for(
+            "the composite's InstanceReady saying the control plane is unhealthy",
+            lambda: "UnhealthyControlPlane" in str(instance_condition(platform, namespace, name)),
+            timeout=SYNC_DEADLINE,
+        )
+        platform.kube.patch(
+            XR[2], namespace, name, {"spec": {"crossplaneVersion": "2.2.1-up.1"}}, XR[0], XR[1]
+        )
+        waiting = wait_for(
+            "the composite's status.instance.upgrade waiting for health",
+            lambda: (
+                upgrade
+                if "waiting for the control plane to be healthy on 2.0.2-up.3"
+                in str(upgrade := instance_status(platform, namespace, name).get("upgrade"))
+                else None
+            ),
+            timeout=SYNC_DEADLINE,
+        )
+        assert waiting["target"] == "2.2.1-up.1", waiting
+        assert history.written()[-1] == "2.0.2-up.3"
+        platform.simulator.clear(SPACE_GROUP, hosted)
+        wait_for(
+            "2.2.1-up.1 in the composite's status, the upgrade done",
+            lambda: (
+                instance_status(platform, namespace, name).get("crossplaneVersion") == "2.2.1-up.1"
+                and "upgrade" not in instance_status(platform, namespace, name)
+            ),
+            timeout=SYNC_DEADLINE,
+        )
+    assert history.written() == ["2.0.2-up.3", "2.1.4-up.2", "2.2.1-up.1"], history.versions
+    assert is_true(get(platform.kube, XR, namespace, name), "Ready")
+
+
+def instance_status(platform: Platform, namespace: str, name: str) -> dict[str, Any]:
+    found = get(platform.kube, XR, namespace, name) or {}
+    return dict(found.get("status", {}).get("instance") or {})
+
+
 @pytest.fixture
 def failing(platform: Platform) -> Iterator[tuple[str, str, str]]:
     """A composite's coordinates and Space name, the Space failing to provision it."""
