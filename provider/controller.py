@@ -24,6 +24,7 @@ from typing import Any
 
 from provider.cache import Informer, first_of
 from provider.kube import Cluster, Resource
+from provider.managed import meta
 from provider.managed.reconciler import Result
 from provider.runtime import metrics
 from provider.runtime.queue import RateLimitingQueue
@@ -45,20 +46,45 @@ def own_key(obj: dict[str, Any]) -> list[Key]:
     return [(str(metadata.get("namespace", "")), str(metadata.get("name", "")))]
 
 
+# The create bookkeeping the managed reconciler writes around each create call
+# (crossplane-runtime's critical annotations). A failed create writes two of them;
+# were they to wake the resource, a create that keeps failing (a bucket part before
+# its bucket exists) would retry at the speed of the round trip instead of the
+# queue's backoff, and every retry is a watch event on what a composite composes.
+CREATE_BOOKKEEPING = frozenset(
+    {meta.EXTERNAL_CREATE_PENDING, meta.EXTERNAL_CREATE_SUCCEEDED, meta.EXTERNAL_CREATE_FAILED}
+)
+
+
 def desired_state_changed(old: dict[str, Any], new: dict[str, Any]) -> bool:
     """crossplane-runtime's DesiredStateChanged: not a write of the status alone.
 
     The managed reconciler writes the status of every resource it reconciles;
     reconciling again because of that write would double the work for nothing.
+    Nor does the reconciler's own create bookkeeping wake it (it requeues itself
+    after each create), unless such an annotation is removed: that is how an
+    operator releases a resource whose create was interrupted.
     """
     before, after = old.get("metadata") or {}, new.get("metadata") or {}
     return (
         before.get("generation") != after.get("generation")
         or before.get("labels") != after.get("labels")
-        or before.get("annotations") != after.get("annotations")
+        or _desired(before) != _desired(after)
+        or bool(_bookkeeping(before) - _bookkeeping(after))
         or before.get("finalizers") != after.get("finalizers")
         or before.get("deletionTimestamp") != after.get("deletionTimestamp")
     )
+
+
+def _desired(metadata: dict[str, Any]) -> dict[str, str]:
+    """The annotations but the create bookkeeping."""
+    annotations: dict[str, str] = metadata.get("annotations") or {}
+    return {k: v for k, v in annotations.items() if k not in CREATE_BOOKKEEPING}
+
+
+def _bookkeeping(metadata: dict[str, Any]) -> frozenset[str]:
+    """Which create bookkeeping annotations are set."""
+    return CREATE_BOOKKEEPING & (metadata.get("annotations") or {}).keys()
 
 
 class Controller:

@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from provider.controller import Controller
+from provider.controller import Controller, desired_state_changed
 from provider.events import EventRecorder
 from provider.kube import Cluster
 from provider.managed.external import ManagedObject
@@ -111,6 +111,9 @@ class AwsStandin:
             resource,
             reconciler.reconcile,
             workers=1,
+            # upjet's controllers filter events with DesiredStateChanged: their own
+            # status writes and create bookkeeping do not wake them.
+            predicate=desired_state_changed,
             queue=RateLimitingQueue(
                 base_delay=self.settings.short_wait / 4, max_delay=self.settings.poll_interval
             ),

@@ -11,6 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from kubernetes import watch
+
 from sandbox.git import Repository
 from sandbox.platform import Platform
 from sandbox.spaces import Kube, condition, wait_for
@@ -224,3 +226,60 @@ def metric_total(port: int, metric: str, **labels: str) -> float:
         if sample == metric and all(present.get(k) == v for k, v in labels.items()):
             found += float(value)
     return found
+
+
+def unresponsive(seen: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The Responsive conditions among ``seen`` that were not True (none at all is fine)."""
+    return [c for c in seen if c.get("status") != "True"]
+
+
+class ResponsiveThroughout:
+    """Records, from a watch, every Responsive condition a composite shows while it lives.
+
+    Crossplane core's circuit breaker sets ``Responsive=False`` (``WatchCircuitOpen``)
+    on a composite whose watch events emptied its bucket; a check read once, when
+    Ready, misses a breaker that opened and closed in between. This reads every
+    version of the composite the API server sends, up to its deletion (an object
+    being deleted is let through core's breaker uncharged, so deletion is not held
+    to it), and ``assert_responsive`` fails naming each False condition seen.
+    """
+
+    def __init__(self, platform: Platform, kind: tuple[str, str, str], namespace: str, name: str):
+        self.kube, self.kind, self.namespace, self.name = platform.kube, kind, namespace, name
+        self.seen: list[dict[str, Any]] = []
+        self.versions = 0
+        # The client's watch is untyped; it is read as the dicts it yields.
+        self._watch: Any = watch.Watch()  # type: ignore[no-untyped-call]
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def __enter__(self) -> ResponsiveThroughout:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._watch.stop()
+        self._thread.join(timeout=10)
+
+    def _loop(self) -> None:
+        group, version, plural = self.kind
+        for event in self._watch.stream(
+            self.kube.custom.list_namespaced_custom_object,
+            group,
+            version,
+            self.namespace,
+            plural,
+            field_selector=f"metadata.name={self.name}",
+        ):
+            found = event["object"]
+            if found.get("metadata", {}).get("deletionTimestamp"):
+                continue
+            self.versions += 1
+            self.seen += [
+                c
+                for c in found.get("status", {}).get("conditions", [])
+                if c["type"] == "Responsive"
+            ]
+
+    def assert_responsive(self) -> None:
+        assert self.versions, f"no version of {self.namespace}/{self.name} was watched"
+        assert not unresponsive(self.seen), unresponsive(self.seen)
