@@ -11,6 +11,7 @@ label, and a bug in a caller cannot grow the number of series without bound.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
 import socket
@@ -22,6 +23,8 @@ from typing import Literal, get_args
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.exposition import choose_encoder
+
+from provider.runtime import dns
 
 log = logging.getLogger(__name__)
 
@@ -87,6 +90,23 @@ API_REQUESTS_TOTAL = Counter(
     registry=REGISTRY,
 )
 
+# Restore drills (BackupSchedule spec.verify), per schedule: namespace and name only.
+DRILL_LAST_VERIFIED = Gauge(
+    "controlplane_backup_last_verified_timestamp_seconds",
+    "When a restore drill of a BackupSchedule last passed (its newest Completed Backup restored "
+    "into a throwaway control plane and held every promise of its archive), in seconds since "
+    "the epoch; absent until one has.",
+    ["namespace", "name"],
+    registry=REGISTRY,
+)
+DRILL_LAST_FAILED = Gauge(
+    "controlplane_backup_last_drill_failed",
+    "1 while the newest restore drill of a BackupSchedule has failed (its Verified condition is "
+    "False), else 0.",
+    ["namespace", "name"],
+    registry=REGISTRY,
+)
+
 
 def record_reconcile(controller: str, result: Result, duration_seconds: float) -> None:
     """Count one reconcile and observe how long it took.
@@ -132,6 +152,44 @@ def record_api_request(verb: str, resource: str) -> None:
     """
     verb = verb.lower()
     API_REQUESTS_TOTAL.labels(verb if verb in VERBS else OTHER, _name(resource)).inc()
+
+
+def record_drill(namespace: str, name: str, *, last_verified: float | None, failed: bool) -> None:
+    """Export where a BackupSchedule's restore drills stand.
+
+    Args:
+        namespace: The schedule's namespace.
+        name: The schedule's name.
+        last_verified: When a drill last passed (seconds since the epoch); None when
+            none has, and then the series is absent.
+        failed: Whether its newest drill failed.
+    """
+    labels = _schedule_labels(namespace, name)
+    if last_verified is None:
+        _remove_series(DRILL_LAST_VERIFIED, *labels)
+    else:
+        DRILL_LAST_VERIFIED.labels(*labels).set(last_verified)
+    DRILL_LAST_FAILED.labels(*labels).set(1 if failed else 0)
+
+
+def forget_drills(namespace: str, name: str) -> None:
+    """Remove the drill series of a BackupSchedule that is gone."""
+    labels = _schedule_labels(namespace, name)
+    _remove_series(DRILL_LAST_VERIFIED, *labels)
+    _remove_series(DRILL_LAST_FAILED, *labels)
+
+
+def _schedule_labels(namespace: str, name: str) -> tuple[str, str]:
+    """A schedule's labels: DNS-1123 names as the API server checks them, else ``other``."""
+    return (
+        namespace if dns.is_label(namespace) else OTHER,
+        name if dns.is_subdomain(name) else OTHER,
+    )
+
+
+def _remove_series(metric: Gauge, *labels: str) -> None:
+    with contextlib.suppress(KeyError):
+        metric.remove(*labels)
 
 
 def _name(value: str) -> str:
