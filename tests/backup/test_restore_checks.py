@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from provider.backup.format.archive import ResourceType
-from provider.backup.restore import checks
-from provider.backup.restore.checks import Observed, Ref
+from provider.backup.verify import checks
+from provider.backup.verify.checks import Observed, Ref
 
 CONFIGMAP = ResourceType("configmaps", "", "v1", "ConfigMap", namespaced=True)
 BUCKET = ResourceType(

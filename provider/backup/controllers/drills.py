@@ -6,7 +6,7 @@ control plane, an Instance the backup controller creates in the source's
 namespace (so in the same Space, under the same provider config), named for
 the drill, with ``initialRestorationFrom`` the Backup: the provider restores
 it as it restores any Instance. Once the restore is Completed the control
-plane is held to the archive (``restore.checks``); whatever the outcome the
+plane is held to the archive (``verify.checks``); whatever the outcome the
 throwaway Instance is then deleted, and the result goes into the schedule's
 ``status.lastVerifiedBackup`` and its ``Verified`` condition, in the failure's
 own words.

@@ -6,7 +6,7 @@ the first reconcile after any start, however the last controller ended,
 removes a throwaway control plane left behind. Then it takes the schedule's
 drill one step: start it (create the throwaway Instance; the provider
 restores the Backup into it), wait for the restore, hold the restored control
-plane to the archive (``restore.checks``, its kubeconfig read under the rules
+plane to the archive (``verify.checks``, its kubeconfig read under the rules
 a Backup's is, ``BackupReconciler.instance_target``), and delete the
 throwaway Instance whatever the outcome, writing ``status.lastVerifiedBackup``,
 ``status.lastDrillTime`` and the ``Verified`` condition, and the metrics.
@@ -38,11 +38,12 @@ from provider.backup.controllers.backups import (
 from provider.backup.controllers.plan import COMPLETED
 from provider.backup.controllers.schedules import SCHEDULE_LABEL
 from provider.backup.format import archive
-from provider.backup.restore import checks, verification
 from provider.backup.source.connection_secret import SourceRefusedError
 from provider.backup.source.export import restorable
 from provider.backup.storage.s3 import StorageError, Store
 from provider.backup.storage.tenancy import EndpointPolicy, TenancyError
+from provider.backup.verify import checks
+from provider.backup.verify.observe import observe
 from provider.events import EventRecorder
 from provider.kube import Cluster, KubeError
 from provider.managed.reconciler import Result
@@ -197,7 +198,7 @@ class DrillReconciler:
             target = await self.targets(drill.namespace, drill.name)
             cluster = await Cluster.from_kubeconfig(target.kubeconfig)
             try:
-                report = checks.check(expected, await verification.observe(cluster, expected))
+                report = checks.check(expected, await observe(cluster, expected))
             finally:
                 await cluster.close()
         except (BackupError, KubeError) as error:

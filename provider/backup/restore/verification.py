@@ -1,15 +1,13 @@
 """Restore an archive into a control plane and check it holds what the archive promised.
 
-The I/O half of ``restore.checks``: ``observe`` reads, type by type, what the
-control plane shows of the archive's objects (a page at a time, keeping only
-what the archive names), its CRDs' and its packages' conditions. A restore
-that has just ended is not settled: packages install and CRDs get served over
-the next minutes, so ``settle`` observes again until the check passes or its
-deadline passes, and then reports what still fails.
+A restore that has just ended is not settled: packages install and CRDs get
+served over the next minutes, so ``settle`` observes (``verify.observe``) again
+until the check passes or its deadline passes, and then reports what still fails.
 
-``restore_and_check`` is what ``controlplane-backup verify --restore`` and a
-BackupSchedule's drill do: apply the archive (``restorer.apply_archive``), then
-settle. A restore that fails is still checked once, so the report says why in
+``restore_and_check`` is what ``controlplane-backup verify --restore`` does:
+apply the archive (``restorer.apply_archive``), then settle. (A
+BackupSchedule's drill has the provider restore a throwaway Instance instead,
+and checks it with the same ``verify`` package.) A restore that fails is still checked once, so the report says why in
 the control plane's own words (a package that cannot install names its error),
 beside the restore's.
 """
@@ -21,16 +19,15 @@ from dataclasses import dataclass
 from typing import IO
 
 from provider.backup.format import archive
-from provider.backup.restore import checks
 from provider.backup.restore.restorer import (
     CRD_TIMEOUT_SECONDS,
     Progress,
     RestoreError,
     apply_archive,
 )
-from provider.backup.source.export import api_resource
-from provider.kube import CRDS, Cluster, ListBounds, NotFoundError
-from provider.managed import meta
+from provider.backup.verify import checks
+from provider.backup.verify.observe import observe
+from provider.kube import Cluster
 
 # How long a restored control plane has to settle (packages Installed and
 # Healthy, CRDs Established) before what still fails is reported.
@@ -71,34 +68,6 @@ async def expected_of(
         return checks.expect(manifest.types, archive.objects(file, manifest, limits=limits))
 
     return await asyncio.to_thread(read)
-
-
-async def observe(target: Cluster, expected: checks.Expected) -> checks.Observed:
-    """What ``target`` shows of what ``expected`` names."""
-    present: set[checks.Ref] = set()
-    paused: dict[checks.Ref, bool] = {}
-    packages: dict[checks.Ref, list[dict[str, object]]] = {}
-    for rtype in expected.types.values():
-        try:
-            async for page in target.pages(api_resource(rtype), None, bounds=ListBounds()):
-                for obj in page:
-                    ref = checks.ref_of(rtype, obj)
-                    if ref not in expected.objects:
-                        continue
-                    present.add(ref)
-                    if ref in expected.paused:
-                        paused[ref] = meta.is_paused(obj)
-                    if ref in expected.packages:
-                        packages[ref] = list((obj.get("status") or {}).get("conditions") or [])
-        except NotFoundError:
-            # The type is not served (its CRD is missing): none of its objects are there.
-            continue
-    crds = {}
-    for name in expected.crds:
-        crd = await target.get(CRDS, None, name)
-        if crd is not None:
-            crds[name] = list((crd.get("status") or {}).get("conditions") or [])
-    return checks.Observed(frozenset(present), paused, crds, packages)
 
 
 async def settle(

@@ -14,7 +14,7 @@ the control plane to the archive:
 - every managed resource is paused exactly when it was paused in the archive.
 
 ``expect`` reads what an archive promises; ``check`` compares it with what
-the control plane shows (``Observed``, gathered by ``restore.verification``)
+the control plane shows (``Observed``, gathered by ``verify.observe``)
 and says each problem in words an operator can act on, quoting a package's or
 a CRD's own condition message.
 """
