@@ -7,9 +7,9 @@ until the check passes or its deadline passes, and then reports what still fails
 ``restore_and_check`` is what ``controlplane-backup verify --restore`` does:
 apply the archive (``restorer.apply_archive``), then settle. (A
 BackupSchedule's drill has the provider restore a throwaway Instance instead,
-and checks it with the same ``verify`` package.) A restore that fails is still checked once, so the report says why in
-the control plane's own words (a package that cannot install names its error),
-beside the restore's.
+and checks it with the same ``verify`` package.) A restore that fails is
+still checked once, so the report says why in the control plane's own words
+(a package that cannot install names its error), beside the restore's.
 """
 
 from __future__ import annotations
