@@ -26,9 +26,8 @@ import pytest
 import yaml
 
 from provider.backup.controllers import drills
-from provider.backup.controllers.backups import BackupReconciler
+from provider.backup.controllers.backups import SCHEDULE_LABEL, BackupReconciler
 from provider.backup.controllers.restore_drills import DrillReconciler
-from provider.backup.controllers.schedules import SCHEDULE_LABEL
 from provider.backup.restore.restorer import Restorer
 from provider.kube import Cluster
 from provider.runtime import metrics

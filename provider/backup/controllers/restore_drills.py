@@ -29,6 +29,7 @@ from provider.backup.controllers import drills
 from provider.backup.controllers.backups import (
     BACKUP_SCHEDULES,
     BACKUPS,
+    SCHEDULE_LABEL,
     BackupError,
     StoreFactory,
     Target,
@@ -36,7 +37,6 @@ from provider.backup.controllers.backups import (
     storage_spec,
 )
 from provider.backup.controllers.plan import COMPLETED
-from provider.backup.controllers.schedules import SCHEDULE_LABEL
 from provider.backup.format import archive
 from provider.backup.source.connection_secret import SourceRefusedError
 from provider.backup.source.export import restorable
