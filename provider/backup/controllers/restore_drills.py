@@ -100,10 +100,13 @@ class DrillReconciler:
         """Delete expired throwaway Instances, then take the schedule's drill one step."""
         now = self.clock().astimezone(UTC)
         found = await self._drills()
-        for drill in drills.expired(found, now):
-            await self._delete(drill)
         schedule = await self.local.get(BACKUP_SCHEDULES, namespace, name)
-        if schedule is None or schedule["metadata"].get("deletionTimestamp"):
+        gone = schedule is None or bool(schedule["metadata"].get("deletionTimestamp"))
+        for drill in drills.expired(found, now):
+            # This schedule's own drill ends below, with its verdict, unless it is gone.
+            if gone or (drill.namespace, drill.schedule) != (namespace, name):
+                await self._delete(drill)
+        if schedule is None or gone:
             metrics.forget_drills(namespace, name)
             return Result()
         spec = schedule.get("spec") or {}
