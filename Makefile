@@ -33,6 +33,7 @@ typecheck: $(STAMP) ## mypy --strict.
 
 docs: $(STAMP) ## Write docs/reference and docs/configuration.md's tables from the schemas and flags.
 	$(BIN)/python -m tools.docs
+	$(BIN)/python -m tools.monitoring
 
 tools: ## Build the Go tools the tests drive (cached in .tools/bin).
 	tools/build.sh

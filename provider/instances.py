@@ -32,6 +32,7 @@ from provider.model import (
     InstanceSpec,
     parse,
 )
+from provider.runtime import metrics
 
 PROVIDER_CONFIG_LABEL = "crossplane.io/provider-config"
 
@@ -52,6 +53,32 @@ def owner_reference(managed: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+def export_status(managed: Mapping[str, Any]) -> None:
+    """Export an Instance's readiness, Crossplane version and restore as metrics."""
+    status = managed.get("status") or {}
+    ready = any(
+        c.get("type") == "Ready" and c.get("status") == "True"
+        for c in status.get("conditions") or []
+    )
+    at_provider = status.get("atProvider") or {}
+    restore = at_provider.get("restore") or {}
+    metrics.record_instance(
+        managed["metadata"].get("namespace", ""),
+        managed["metadata"]["name"],
+        ready=ready,
+        crossplane_version=at_provider.get("crossplaneVersion"),
+        restore=(
+            (
+                str(restore["phase"]),
+                int(restore.get("applied") or 0),
+                int(restore.get("total") or 0),
+            )
+            if restore.get("phase")
+            else None
+        ),
+    )
+
+
 class InstanceAPI:
     """Reads and writes Instances and what hangs off them."""
 
@@ -62,16 +89,23 @@ class InstanceAPI:
         self.events = EventRecorder(cluster)
 
     async def get(self, namespace: str, name: str) -> ManagedObject | None:
-        """The Instance, or None."""
-        return await self.client.get(INSTANCES, namespace, name)
+        """The Instance, or None; its status is exported as metrics at every read."""
+        managed = await self.client.get(INSTANCES, namespace, name)
+        if managed is None:
+            metrics.forget_instance(namespace, name)
+        else:
+            export_status(managed)
+        return managed
 
     async def update(self, managed: ManagedObject) -> ManagedObject:
         """Write metadata and spec."""
         return await self.client.replace(INSTANCES, managed)
 
     async def update_status(self, managed: ManagedObject) -> ManagedObject:
-        """Write the status."""
-        return await self.client.replace_status(INSTANCES, managed)
+        """Write the status, and export it as metrics."""
+        written = await self.client.replace_status(INSTANCES, managed)
+        export_status(written)
+        return written
 
     async def publish_connection(
         self, managed: ManagedObject, details: Mapping[str, bytes]

@@ -7,7 +7,8 @@
 # tools/flux/cli/go.mod for the flux CLI;
 # tools/controller-gen/go.mod for controller-gen; tools/sops/go.mod for sops
 # and age-keygen; tools/plan-build/go.mod for controlplane-plan-build, our own
-# program on Flux's libraries; tools/helm/go.mod for helm), and fetches the upstream
+# program on Flux's libraries; tools/helm/go.mod for helm; tools/prometheus/go.mod for promtool and
+# prometheus), and fetches the upstream
 # CRDs the tests validate against into .tools/crds, pinned by version and sum
 # in tools/crds.lock. A tool whose binary already reports the pinned version is
 # not rebuilt, and CRDs whose stamp matches the lock are not fetched again, so
@@ -19,7 +20,9 @@
 #                                  kubectl, etcd, source_controller,
 #                                  kustomize_controller, controller_gen,
 #                                  sops, age_keygen, plan_build, helm, flux_cli
-#                                  (the bench's baseline; never by default) or
+#                                  (the bench's baseline; never by default),
+#                                  promtool, prometheus (monitoring; never by
+#                                  default) or
 #                                  fetch the CRDs (crds)
 set -euo pipefail
 
@@ -64,7 +67,7 @@ build_pinned() { # <binary> <tools-dir> <module> <package> [ldflags...]
   echo "${binary} ${want}: building"
   local ldflags="-s -w" flag
   for flag in "$@"; do ldflags+=" ${flag//%v/${want}}"; done
-  (cd "${dir}" && go build -trimpath -ldflags "${ldflags}" \
+  (cd "${dir}" && go build -trimpath -tags "${GO_BUILD_TAGS-}" -ldflags "${ldflags}" \
     -o "${bin}/${binary}" "${package}")
 }
 
@@ -231,6 +234,28 @@ build_plan_build() {
   echo "controlplane-plan-build ${want}: building"
   (cd "${dir}" && go build -trimpath -ldflags "-s -w -X 'main.version=${want}'" -o "${out}" .)
 }
+
+# promtool and the Prometheus server, pinned by tools/prometheus/go.mod (the
+# github.com/prometheus/prometheus module, v0.3MM.P for release 3.MM.P). Built
+# on demand only (`tools/build.sh promtool prometheus`; the monitoring tests and
+# the sandbox's Prometheus ask for them), never by default. remove_all_sd drops
+# every service discovery plugin: we scrape static targets, and the cloud
+# SDKs those plugins import are most of the server's build. The version is
+# stamped as Prometheus' own build does (prometheus/common/version), so
+# `--version` and /api/v1/status/buildinfo report the release.
+build_prometheus_command() { # <command>
+  local command="$1" dir="${root}/tools/prometheus" module="github.com/prometheus/prometheus"
+  local want release
+  want="$(pinned "${dir}" "${module}")"
+  release="${want#v0.}"                                             # 316.0
+  release="${release:0:1}.$((10#${release:1:2})).${release#*.}"     # 3.16.0
+  GO_BUILD_TAGS=remove_all_sd build_pinned "${command}" "${dir}" "${module}" "${module}/cmd/${command}" \
+    "-X github.com/prometheus/common/version.Version=${release}" \
+    "-X github.com/prometheus/common/version.Branch=release" \
+    "-X github.com/prometheus/common/version.Revision=%v"
+}
+build_promtool() { build_prometheus_command promtool; }
+build_prometheus() { build_prometheus_command prometheus; }
 
 # controller-gen generates the Spaces CRDs (build_crds).
 build_controller_gen() {

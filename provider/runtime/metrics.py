@@ -129,6 +129,20 @@ BACKUP_LAST_FAILED = Gauge(
     ["namespace", "name"],
     registry=REGISTRY,
 )
+BACKUP_SCHEDULE_INTERVAL = Gauge(
+    "controlplane_backup_schedule_interval_seconds",
+    "The time between two runs of a BackupSchedule's cron, from its next run to the one after; "
+    "absent while the schedule is suspended or invalid.",
+    ["namespace", "name"],
+    registry=REGISTRY,
+)
+BACKUP_SCHEDULE_CREATED = Gauge(
+    "controlplane_backup_schedule_created_timestamp_seconds",
+    "When a BackupSchedule was created, in seconds since the epoch: what a schedule that has "
+    "never succeeded is measured from.",
+    ["namespace", "name"],
+    registry=REGISTRY,
+)
 BACKUP_FAILURES_TOTAL = Counter(
     "controlplane_backup_failures_total",
     "Backups of a BackupSchedule that failed for good, by the reason of their Failed condition.",
@@ -151,6 +165,43 @@ DRILL_LAST_FAILED = Gauge(
     ["namespace", "name"],
     registry=REGISTRY,
 )
+
+INSTANCE_READY = Gauge(
+    "controlplane_instance_ready",
+    "1 while an Instance's Ready condition is True, else 0.",
+    ["namespace", "name"],
+    registry=REGISTRY,
+)
+INSTANCE_INFO = Gauge(
+    "controlplane_instance_info",
+    "Always 1: the Crossplane version an Instance's hosted control plane runs "
+    "(status.atProvider.crossplaneVersion; ``unknown`` until the Space says).",
+    ["namespace", "name", "crossplane_version"],
+    registry=REGISTRY,
+)
+# The phases of status.atProvider.restore (provider.model.RestoreStatus).
+RESTORE_PHASES = ("InProgress", "Completed", "Failed")
+RESTORE_PHASE = Gauge(
+    "controlplane_restore_phase",
+    "1 for the phase an Instance's restore is in, 0 for the others; absent when it asks for "
+    "no restore.",
+    ["namespace", "name", "phase"],
+    registry=REGISTRY,
+)
+RESTORE_OBJECTS_APPLIED = Gauge(
+    "controlplane_restore_objects_applied",
+    "Objects of the archive an Instance's restore has applied so far.",
+    ["namespace", "name"],
+    registry=REGISTRY,
+)
+RESTORE_OBJECTS = Gauge(
+    "controlplane_restore_objects",
+    "Objects in the archive an Instance's restore applies.",
+    ["namespace", "name"],
+    registry=REGISTRY,
+)
+# A release as the Space reports it (1.20.1, v2.0.0-up.1); anything else is ``other``.
+_VERSION = re.compile(r"v?[0-9]+\.[0-9]+\.[0-9]+(?:[-+][0-9A-Za-z.-]{1,40})?")
 
 
 def record_reconcile(controller: str, result: Result, duration_seconds: float) -> None:
@@ -200,7 +251,13 @@ def record_api_request(verb: str, resource: str) -> None:
 
 
 def record_backup_schedule(
-    namespace: str, name: str, *, last_success: float | None, last_failed: bool
+    namespace: str,
+    name: str,
+    *,
+    last_success: float | None,
+    last_failed: bool,
+    interval: float | None = None,
+    created: float | None = None,
 ) -> None:
     """Export what a BackupSchedule's newest Backups say.
 
@@ -210,12 +267,21 @@ def record_backup_schedule(
         last_success: When its newest Completed Backup completed (seconds since the
             epoch); None when none has, and then the series is absent.
         last_failed: Whether its newest finished Backup failed.
+        interval: Seconds between its next run and the one after; None while it
+            has no next run (suspended), and then the series is absent, so the
+            backups-too-old alert does not fire for a schedule that is paused.
+        created: When the schedule was created (seconds since the epoch).
     """
     labels = _schedule(namespace, name)
-    if last_success is None:
-        _remove(BACKUP_LAST_SUCCESS, *labels)
-    else:
-        BACKUP_LAST_SUCCESS.labels(*labels).set(last_success)
+    for gauge, value in (
+        (BACKUP_LAST_SUCCESS, last_success),
+        (BACKUP_SCHEDULE_INTERVAL, interval),
+        (BACKUP_SCHEDULE_CREATED, created),
+    ):
+        if value is None:
+            _remove(gauge, *labels)
+        else:
+            gauge.labels(*labels).set(value)
     BACKUP_LAST_FAILED.labels(*labels).set(1 if last_failed else 0)
 
 
@@ -230,10 +296,13 @@ def forget_backup_schedule(namespace: str, name: str) -> None:
     labels = _schedule(namespace, name)
     _remove(BACKUP_LAST_SUCCESS, *labels)
     _remove(BACKUP_LAST_FAILED, *labels)
+    _remove(BACKUP_SCHEDULE_INTERVAL, *labels)
+    _remove(BACKUP_SCHEDULE_CREATED, *labels)
     for reason in (*BACKUP_FAILURE_REASONS, OTHER_REASON):
         _remove(BACKUP_FAILURES_TOTAL, *labels, reason)
 
 
+<<<<<<< HEAD
 def record_drill(namespace: str, name: str, *, last_verified: float | None, failed: bool) -> None:
     """Export where a BackupSchedule's restore drills stand.
 
@@ -257,6 +326,66 @@ def forget_drills(namespace: str, name: str) -> None:
     labels = _schedule(namespace, name)
     _remove(DRILL_LAST_VERIFIED, *labels)
     _remove(DRILL_LAST_FAILED, *labels)
+=======
+def record_instance(
+    namespace: str,
+    name: str,
+    *,
+    ready: bool,
+    crossplane_version: str | None,
+    restore: tuple[str, int, int] | None,
+) -> None:
+    """Export what an Instance's status says: readiness, version, restore.
+
+    Args:
+        namespace: The Instance's namespace.
+        name: The Instance's name.
+        ready: Whether its Ready condition is True.
+        crossplane_version: status.atProvider.crossplaneVersion, or None.
+        restore: Its restore's (phase, objects applied, objects in the archive),
+            or None when it has none; a phase outside ``RESTORE_PHASES`` counts
+            as none.
+    """
+    labels = _schedule(namespace, name)
+    INSTANCE_READY.labels(*labels).set(1 if ready else 0)
+    version = crossplane_version or "unknown"
+    if crossplane_version and not _VERSION.fullmatch(crossplane_version):
+        version = OTHER
+    _forget_info(labels, keep=version)
+    INSTANCE_INFO.labels(*labels, version).set(1)
+    if restore is None or restore[0] not in RESTORE_PHASES:
+        _forget_restore(labels)
+        return
+    phase, applied, total = restore
+    for each in RESTORE_PHASES:
+        RESTORE_PHASE.labels(*labels, each).set(1 if each == phase else 0)
+    RESTORE_OBJECTS_APPLIED.labels(*labels).set(applied)
+    RESTORE_OBJECTS.labels(*labels).set(total)
+
+
+def forget_instance(namespace: str, name: str) -> None:
+    """Remove every series of an Instance that is gone."""
+    labels = _schedule(namespace, name)
+    _remove(INSTANCE_READY, *labels)
+    _forget_info(labels, keep=None)
+    _forget_restore(labels)
+
+
+def _forget_info(labels: tuple[str, str], keep: str | None) -> None:
+    """Remove the Instance's info series but the one with version ``keep``."""
+    for metric in INSTANCE_INFO.collect():
+        for sample in metric.samples:
+            own = (sample.labels["namespace"], sample.labels["name"]) == labels
+            if own and sample.labels["crossplane_version"] != keep:
+                _remove(INSTANCE_INFO, *labels, sample.labels["crossplane_version"])
+
+
+def _forget_restore(labels: tuple[str, str]) -> None:
+    for phase in RESTORE_PHASES:
+        _remove(RESTORE_PHASE, *labels, phase)
+    _remove(RESTORE_OBJECTS_APPLIED, *labels)
+    _remove(RESTORE_OBJECTS, *labels)
+>>>>>>> main
 
 
 def _schedule(namespace: str, name: str) -> tuple[str, str]:

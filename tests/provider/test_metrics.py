@@ -307,3 +307,101 @@ def test_backup_failure_labels_are_bounded(case: BackupLabelCase) -> None:
     metrics.count_backup_failure(*case.given)
     after = metrics.REGISTRY.get_sample_value("controlplane_backup_failures_total", labels)
     assert after == before + 1
+
+
+def _sample(metric: str, /, **labels: str) -> float | None:
+    return metrics.REGISTRY.get_sample_value(metric, labels)
+
+
+def test_a_schedules_interval_and_creation_are_exported_and_absent_while_suspended() -> None:
+    metrics.record_backup_schedule(
+        "team-i", "ctp", last_success=None, last_failed=False, interval=3600.0, created=100.0
+    )
+    labels = {"namespace": "team-i", "name": "ctp"}
+    assert _sample("controlplane_backup_schedule_interval_seconds", **labels) == 3600.0
+    assert _sample("controlplane_backup_schedule_created_timestamp_seconds", **labels) == 100.0
+    metrics.record_backup_schedule("team-i", "ctp", last_success=None, last_failed=False)
+    assert _sample("controlplane_backup_schedule_interval_seconds", **labels) is None
+    metrics.forget_backup_schedule("team-i", "ctp")
+    assert _sample("controlplane_backup_schedule_created_timestamp_seconds", **labels) is None
+
+
+@dataclass(frozen=True)
+class InstanceCase:
+    name: str
+    reason: str
+    version: str | None
+    restore: tuple[str, int, int] | None
+    want_version: str
+    want_phase: str | None
+
+
+INSTANCE_CASES = [
+    InstanceCase(
+        "a release is its own label value",
+        "a Space reports releases such as 1.20.1 or v2.0.0-up.1",
+        "v2.0.0-up.1",
+        None,
+        "v2.0.0-up.1",
+        None,
+    ),
+    InstanceCase(
+        "a version that is no release becomes other",
+        "a free text version would grow the series without bound",
+        "anything you like, really",
+        None,
+        "other",
+        None,
+    ),
+    InstanceCase(
+        "no version yet is unknown",
+        "the Space has not said yet",
+        None,
+        None,
+        "unknown",
+        None,
+    ),
+    InstanceCase(
+        "a restore in progress sets its phase and progress",
+        "one phase is 1, the others 0",
+        "1.20.1",
+        ("InProgress", 3, 10),
+        "1.20.1",
+        "InProgress",
+    ),
+    InstanceCase(
+        "a phase that is none of the three counts as no restore",
+        "the phase label is an enum",
+        "1.20.1",
+        ("Sideways", 3, 10),
+        "1.20.1",
+        None,
+    ),
+]
+
+
+@pytest.mark.parametrize("case", INSTANCE_CASES, ids=[c.name for c in INSTANCE_CASES])
+def test_an_instances_status_is_exported_with_bounded_labels(case: InstanceCase) -> None:
+    labels = {"namespace": "team-j", "name": "ctp"}
+    metrics.record_instance(
+        "team-j", "ctp", ready=False, crossplane_version="1.19.0", restore=("Completed", 1, 1)
+    )
+    metrics.record_instance(
+        "team-j", "ctp", ready=True, crossplane_version=case.version, restore=case.restore
+    )
+    assert _sample("controlplane_instance_ready", **labels) == 1, case.reason
+    assert _sample("controlplane_instance_info", **labels, crossplane_version=case.want_version)
+    # The previous version's series went: one info series per Instance.
+    assert _sample("controlplane_instance_info", **labels, crossplane_version="1.19.0") is None
+    for phase in metrics.RESTORE_PHASES:
+        value = _sample("controlplane_restore_phase", **labels, phase=phase)
+        if case.want_phase is None:
+            assert value is None, case.reason
+        else:
+            assert value == (1 if phase == case.want_phase else 0), case.reason
+    metrics.forget_instance("team-j", "ctp")
+    assert _sample("controlplane_instance_ready", **labels) is None
+    assert (
+        _sample("controlplane_instance_info", **labels, crossplane_version=case.want_version)
+        is None
+    )

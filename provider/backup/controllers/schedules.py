@@ -239,19 +239,20 @@ class ScheduleReconciler:
             status["nextScheduleTime"] = format_timestamp(decision.next_run)
         else:
             status.pop("nextScheduleTime", None)
-        await self._report(schedule, before, owned, decision, now)
+        await self._report(schedule, before, owned, decision, now, cron)
         if decision.next_run is None:
             return Result(requeue_after=MAX_WAIT.total_seconds())
         wait = min(decision.next_run - now, MAX_WAIT)
         return Result(requeue_after=max(wait.total_seconds(), 1.0))
 
-    async def _report(
+    async def _report(  # noqa: PLR0917 (the reconcile's state, passed on)
         self,
         schedule: dict[str, Any],
         before: Mapping[str, Any],
         owned: list[dict[str, Any]],
         decision: SchedulePlan,
         now: datetime,
+        cron: Cron,
     ) -> None:
         """Write Ready and LastBackup (when they changed), the metrics, and a new failure's events.
 
@@ -273,11 +274,18 @@ class ScheduleReconciler:
             schedule = await self.local.replace_status(BACKUP_SCHEDULES, schedule)
         successful = by_name.get(decision.last_successful_backup or "") or {}
         completed_at = parse_timestamp((successful.get("status") or {}).get("completedAt"))
+        created = parse_timestamp(schedule["metadata"].get("creationTimestamp"))
         metrics.record_backup_schedule(
             namespace,
             name,
             last_success=completed_at.timestamp() if completed_at else None,
             last_failed=last.failed,
+            interval=(
+                (cron.next_after(decision.next_run) - decision.next_run).total_seconds()
+                if decision.next_run is not None
+                else None
+            ),
+            created=(created.timestamp() if created else None),
         )
         if told and last.failed:
             await self._tell_failure(schedule, last)
