@@ -302,7 +302,6 @@ def forget_backup_schedule(namespace: str, name: str) -> None:
         _remove(BACKUP_FAILURES_TOTAL, *labels, reason)
 
 
-<<<<<<< HEAD
 def record_drill(namespace: str, name: str, *, last_verified: float | None, failed: bool) -> None:
     """Export where a BackupSchedule's restore drills stand.
 
@@ -326,7 +325,8 @@ def forget_drills(namespace: str, name: str) -> None:
     labels = _schedule(namespace, name)
     _remove(DRILL_LAST_VERIFIED, *labels)
     _remove(DRILL_LAST_FAILED, *labels)
-=======
+
+
 def record_instance(
     namespace: str,
     name: str,
@@ -385,7 +385,6 @@ def _forget_restore(labels: tuple[str, str]) -> None:
         _remove(RESTORE_PHASE, *labels, phase)
     _remove(RESTORE_OBJECTS_APPLIED, *labels)
     _remove(RESTORE_OBJECTS, *labels)
->>>>>>> main
 
 
 def _schedule(namespace: str, name: str) -> tuple[str, str]:
