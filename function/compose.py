@@ -486,6 +486,11 @@ class _Composition:
                 ),
                 final_backup=backup.final_backup,
                 excluded_resources=backup.excluded_resources,
+                verify=(
+                    backup.verify.model_dump(exclude_none=True)
+                    if backup.verify is not None
+                    else None
+                ),
             )
         else:
             self.awaiting = True

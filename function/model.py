@@ -75,6 +75,11 @@ def _sync_interval(text: str) -> str:
     return rules.duration_at_least(text, MINIMUM_SYNC_INTERVAL)
 
 
+def _drill_interval(text: str) -> str:
+    # As the backup controller reads a BackupSchedule's spec.verify.interval.
+    return rules.duration_at_least(text, timedelta(hours=1))
+
+
 def _k8s_name(text: str) -> str:
     return rules.check_pattern(text, rules.DNS_SUBDOMAIN, "a lowercase DNS subdomain", 253)
 
@@ -116,6 +121,7 @@ def _variable_name(text: str) -> str:
 Duration = Annotated[str, AfterValidator(_positive_duration)]
 SyncInterval = Annotated[str, AfterValidator(_sync_interval)]
 Timeout = Annotated[str, AfterValidator(_timeout)]
+DrillInterval = Annotated[str, AfterValidator(_drill_interval)]
 KubernetesName = Annotated[str, AfterValidator(_k8s_name)]
 # A type left out of backups: "resource.group", or "resource" for the core group,
 # as a Backup's spec.excludedResources takes it (317: a plural and a group, 63 + 1 + 253).
@@ -252,6 +258,13 @@ class BucketRef(_Strict):
     retain_on_delete: bool = True
 
 
+class Verify(_Strict):
+    """Restore drills of the schedule's newest Completed Backup (BackupSchedule spec.verify)."""
+
+    interval: DrillInterval
+    deadline: Duration | None = None
+
+
 class Backup(_Strict):
     """Recurring backups into S3."""
 
@@ -265,6 +278,7 @@ class Backup(_Strict):
         default=(), max_length=MAX_EXCLUDED_RESOURCES
     )
     bucket: BucketRef = BucketRef()
+    verify: Verify | None = None
 
 
 class Restore(_Strict):

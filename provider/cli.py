@@ -36,6 +36,8 @@ from provider.backup.controllers.backups import (
     DEFAULT_DEADLINE_SECONDS,
     BackupReconciler,
 )
+from provider.backup.controllers.drills import DEFAULT_MAX_DRILLS
+from provider.backup.controllers.restore_drills import DrillReconciler, schedule_of_drill
 from provider.backup.controllers.schedules import ScheduleReconciler, schedule_of_backup
 from provider.backup.restore.instance import DEFAULT_RESTORES, RestoreBounds
 from provider.backup.restore.restorer import Restorer
@@ -126,6 +128,8 @@ class Options:
     final_backup_timeout: float = parse_go_duration(DEFAULT_FINAL_BACKUP_TIMEOUT)
     # The Backup controller's: how long one attempt of a Backup may run.
     backup_timeout: float = DEFAULT_DEADLINE_SECONDS
+    # The Backup controller's: restore drills running at once across the cluster.
+    max_drills: int = DEFAULT_MAX_DRILLS
 
 
 # What a flag holds as click parsed it, and what its parser makes of it.
@@ -451,6 +455,17 @@ BACKUP_FLAGS: list[Flag] = [
             "go, saying in an event and a condition that the data was not saved."
         ),
     ),
+    click.option(
+        "--max-drills",
+        type=click.IntRange(min=1),
+        default=DEFAULT_MAX_DRILLS,
+        show_default=True,
+        show_envvar=True,
+        help=(
+            "Restore drills (BackupSchedule spec.verify) running at once across the cluster, "
+            "each a throwaway hosted control plane; at most one per namespace."
+        ),
+    ),
 ]
 
 
@@ -582,12 +597,14 @@ def backup_options(**flags: Any) -> Options:
     final_backup_timeout = float(flags.pop("final_backup_timeout"))
     web_identity_roles = _web_identity_roles(flags)
     backup_timeout = float(flags.pop("backup_timeout"))
+    max_drills = int(flags.pop("max_drills"))
     options = _options(BACKUP_CONTROLLER, parse_go_duration(DEFAULT_POLL), **flags)
     return dataclasses.replace(
         options,
         final_backup_timeout=final_backup_timeout,
         web_identity_roles=web_identity_roles,
         backup_timeout=backup_timeout,
+        max_drills=max_drills,
     )
 
 
@@ -776,6 +793,12 @@ def backup_controllers(
         endpoints=options.s3_endpoints,
         final_backup_timeout=timedelta(seconds=options.final_backup_timeout),
     )
+    drill_runs = DrillReconciler(
+        cluster,
+        backups.instance_target,
+        max_drills=options.max_drills,
+        endpoints=options.s3_endpoints,
+    )
     controllers = [
         Controller(
             "backup",
@@ -792,6 +815,15 @@ def backup_controllers(
             schedules.reconcile,
             workers=2,
             also_watch=((BACKUPS, schedule_of_backup),),
+            sync_period=options.sync_period,
+        ),
+        Controller(
+            "restoredrill",
+            cluster,
+            BACKUP_SCHEDULES,
+            drill_runs.reconcile,
+            workers=1,
+            also_watch=((INSTANCES, schedule_of_drill),),
             sync_period=options.sync_period,
         ),
     ]

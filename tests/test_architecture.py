@@ -202,6 +202,7 @@ BOUNDARIES = [
             "provider/backup/controllers/final.py",
             "provider/backup/controllers/last_backup.py",
             "provider/backup/controllers/retention.py",
+            "provider/backup/controllers/drills.py",
             "provider/backup/restore/steps.py",
             "provider/backup/restore/compat.py",
         ),
@@ -238,6 +239,12 @@ BOUNDARIES = [
         files=("provider/backup/source/**/*.py",),
         forbidden=("provider.backup",),
         allowed=("provider.backup.source", "provider.backup.format"),
+    ),
+    Boundary(
+        reason="the restore check serves the restore and the drills, so imports neither, nor "
+        "the command line",
+        files=("provider/backup/verify/**/*.py",),
+        forbidden=("provider.backup.restore", "provider.backup.controllers", "provider.backup.cli"),
     ),
     Boundary(
         reason="the backup controllers import neither the restore nor the command line",

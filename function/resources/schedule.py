@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,11 +32,13 @@ def backup_schedule(
     *,
     final_backup: bool,
     excluded_resources: tuple[str, ...] = (),
+    verify: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """The BackupSchedule of the composite's Instance.
 
     ``final_backup``: the schedule takes a last Backup when it is deleted.
     ``excluded_resources``: types its Backups leave out (none: the field is not written).
+    ``verify``: its restore drills, ``interval`` and ``deadline`` (none: not written).
     """
     spec: dict[str, Any] = {
         "instanceRef": {"name": target.names.instance},
@@ -53,4 +56,6 @@ def backup_schedule(
     }
     if excluded_resources:
         spec["excludedResources"] = list(excluded_resources)
+    if verify:
+        spec["verify"] = dict(verify)
     return target.object(API_VERSION, KIND, target.names.instance, spec)

@@ -149,6 +149,22 @@ BACKUP_FAILURES_TOTAL = Counter(
     ["namespace", "name", "reason"],
     registry=REGISTRY,
 )
+# Restore drills (BackupSchedule spec.verify), per schedule: namespace and name only.
+DRILL_LAST_VERIFIED = Gauge(
+    "controlplane_backup_last_verified_timestamp_seconds",
+    "When a restore drill of a BackupSchedule last passed (its newest Completed Backup restored "
+    "into a throwaway control plane and held every promise of its archive), in seconds since "
+    "the epoch; absent until one has.",
+    ["namespace", "name"],
+    registry=REGISTRY,
+)
+DRILL_LAST_FAILED = Gauge(
+    "controlplane_backup_last_drill_failed",
+    "1 while the newest restore drill of a BackupSchedule has failed (its Verified condition is "
+    "False), else 0.",
+    ["namespace", "name"],
+    registry=REGISTRY,
+)
 
 INSTANCE_READY = Gauge(
     "controlplane_instance_ready",
@@ -284,6 +300,31 @@ def forget_backup_schedule(namespace: str, name: str) -> None:
     _remove(BACKUP_SCHEDULE_CREATED, *labels)
     for reason in (*BACKUP_FAILURE_REASONS, OTHER_REASON):
         _remove(BACKUP_FAILURES_TOTAL, *labels, reason)
+
+
+def record_drill(namespace: str, name: str, *, last_verified: float | None, failed: bool) -> None:
+    """Export where a BackupSchedule's restore drills stand.
+
+    Args:
+        namespace: The schedule's namespace.
+        name: The schedule's name.
+        last_verified: When a drill last passed (seconds since the epoch); None when
+            none has, and then the series is absent.
+        failed: Whether its newest drill failed.
+    """
+    labels = _schedule(namespace, name)
+    if last_verified is None:
+        _remove(DRILL_LAST_VERIFIED, *labels)
+    else:
+        DRILL_LAST_VERIFIED.labels(*labels).set(last_verified)
+    DRILL_LAST_FAILED.labels(*labels).set(1 if failed else 0)
+
+
+def forget_drills(namespace: str, name: str) -> None:
+    """Remove the drill series of a BackupSchedule that is gone."""
+    labels = _schedule(namespace, name)
+    _remove(DRILL_LAST_VERIFIED, *labels)
+    _remove(DRILL_LAST_FAILED, *labels)
 
 
 def record_instance(

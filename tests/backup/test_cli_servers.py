@@ -74,14 +74,23 @@ class Clusters:
     drifted: Kube
     from_s3: Kube
     local: Kube
+    checked: Kube
+    unready: Kube
 
 
 @pytest.fixture(scope="module")
 def clusters(kube_etcd: Etcd) -> Iterator[Clusters]:
     with APIServerFactory(kube_etcd) as factory:
-        names = ("cli-source", "cli-target", "cli-drifted", "cli-from-s3", "cli-local")
-        source, target, drifted, from_s3, local = (Kube(factory(name=name)) for name in names)
-        found = Clusters(source, target, drifted, from_s3, local)
+        names = (
+            "cli-source",
+            "cli-target",
+            "cli-drifted",
+            "cli-from-s3",
+            "cli-local",
+            "cli-checked",
+            "cli-unready",
+        )
+        found = Clusters(*(Kube(factory(name=name)) for name in names))
         assert seed(found.source) == SEEDED_TOTAL
         yield found
 
@@ -175,6 +184,53 @@ def test_an_export_verifies_describes_and_restores_into_a_second_api_server_equa
         if (o["metadata"].get("annotations") or {}).get("crossplane.io/paused") == "true"
     }
     assert paused == {f"bucket-{i}" for i in range(0, 60, 10)}, "only what was paused in the backup"
+
+
+def test_verify_with_restore_restores_and_checks_every_promise_of_the_archive(
+    clusters: Clusters, exported: Path
+) -> None:
+    install_crds(clusters.checked)
+
+    result = invoke("verify", str(exported), "--restore", kubeconfig(clusters.checked), "--quiet")
+
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines()[-1] == (
+        f"restored into {clusters.checked.server.url} and checked: {SEEDED_TOTAL} objects "
+        "present, 2 CRDs Established, 0 packages Installed and Healthy, 60 managed resources "
+        "paused as in the archive"
+    )
+    assert_equal_to_source(clusters.source, clusters.checked)
+
+
+def test_verify_with_restore_into_a_control_plane_without_the_crds_fails_saying_what_is_not_there(
+    clusters: Clusters, exported: Path
+) -> None:
+    # No package or XRD made the CRDs there: the restore cannot land the custom objects.
+    result = invoke(
+        "verify",
+        str(exported),
+        "--restore",
+        kubeconfig(clusters.unready),
+        "--timeout",
+        "1",
+        "--quiet",
+    )
+
+    assert result.exit_code == 1, result.output
+    custom = 60 + 20
+    lines = result.stderr.splitlines()
+    heading = f"restore check failed in {clusters.unready.server.url}:"
+    assert heading in lines, result.stderr
+    assert lines[lines.index(heading) :] == [
+        heading,
+        "  the restore failed: CustomResourceDefinition networks.platform.example.org is not "
+        "Established in the control plane",
+        f"  {custom} of {SEEDED_TOTAL} objects of the archive are not in the control plane: "
+        "Bucket app-0/bucket-0, Bucket app-0/bucket-1, Bucket app-0/bucket-10, "
+        f"Bucket app-0/bucket-11, Bucket app-0/bucket-12 and {custom - 5} more",
+        "  CustomResourceDefinition buckets.s3.example.org is not there",
+        "  CustomResourceDefinition networks.platform.example.org is not there",
+    ]
 
 
 def plan_of(stdout: str) -> dict[str, list[str]]:

@@ -42,6 +42,7 @@ from provider.backup.cli import listing
 from provider.backup.cli.progress import Progress
 from provider.backup.controllers.backups import BACKUPS
 from provider.backup.format import archive, inventory
+from provider.backup.restore import verification
 from provider.backup.restore.dryrun import DryRun
 from provider.backup.restore.restorer import RestoreError, apply_archive, target_compatibility
 from provider.backup.source.export import estimate, restorable, write_archive
@@ -271,18 +272,58 @@ OUTPUT_FORMAT = click.option(
 
 @main.command()
 @SOURCE
+@click.option(
+    "--restore",
+    "restore_into",
+    type=click.Path(exists=True, dir_okay=False),
+    help="Also restore the archive into the control plane of this kubeconfig (one you name "
+    "for it: it is written to) and check it holds what the archive promised.",
+)
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0),
+    default=verification.SETTLE_TIMEOUT_SECONDS,
+    show_default=True,
+    help="With --restore: seconds to wait for each CRD the restore needs, and then for the "
+    "control plane to install its packages and serve its CRDs, before what fails is reported.",
+)
+@click.option(
+    "--force",
+    is_flag=True,
+    help="With --restore: restore although the control plane runs an older Crossplane minor.",
+)
+@QUIET
 @_storage_flags
-def verify(source: S3Location | str, **flags: Any) -> None:
+def verify(
+    source: S3Location | str,
+    restore_into: str | None,
+    timeout: float,
+    *,
+    force: bool,
+    quiet: bool,
+    **flags: Any,
+) -> None:
     """Check an archive as a restore would: checksums, paths, layout and limits.
 
-    Exit code 0 when a restore would take it, 1 when it would refuse it.
+    With --restore KUBECONFIG, restore it into that control plane too and check
+    it there: every object of the archive present, CRDs Established, packages
+    Installed and Healthy, managed resources paused exactly as in the archive.
+
+    Exit code 0 when a restore would take it (and, with --restore, the control
+    plane holds it), 1 when not, with what failed.
     """
     storage = _storage(flags)
 
-    async def check() -> Verified | str:
+    async def check() -> tuple[Verified, str] | str:
         try:
             with _opened(source, storage) as file:
-                return _verify(file)
+                verified = _verify(file)
+                if restore_into is None:
+                    return verified, ""
+                with verified.manifest:
+                    return verified, await _restore_and_check(
+                        verified, restore_into, timeout=timeout, force=force, quiet=quiet
+                    )
         except archive.ArchiveError as error:
             return str(error)
 
@@ -290,13 +331,56 @@ def verify(source: S3Location | str, **flags: Any) -> None:
     if isinstance(outcome, str):
         click.echo(f"{source}: refused: {outcome}", err=True)
         sys.exit(1)
-    with outcome.manifest as manifest:
+    verified, restored = outcome
+    with verified.manifest as manifest:
         click.echo(
             f"{source}: OK: {manifest.objects} objects of {len(manifest.types)} types from "
             f"{inventory.printable(manifest.instance)}, exported at "
             f"{manifest.exported_at.isoformat().replace('+00:00', 'Z')}; "
-            f"{outcome.size} bytes, sha256 {outcome.sha256}"
+            f"{verified.size} bytes, sha256 {verified.sha256}"
         )
+    if restored:
+        click.echo(restored)
+
+
+async def _restore_and_check(
+    verified: Verified, kubeconfig: str, *, timeout: float, force: bool, quiet: bool
+) -> str:
+    """Restore into ``kubeconfig``'s control plane and check it; exit 1 with each failure."""
+    target = await Cluster.from_environment(kubeconfig)
+    try:
+        await _compatible(target, verified, force=force)
+        progress = None if quiet else Progress(sys.stderr, "restore", verified.manifest.objects)
+        found = await verification.restore_and_check(
+            target,
+            verified.file,
+            verified.manifest,
+            limits=LIMITS,
+            timeout=timeout,
+            crd_timeout=timeout,
+            progress=progress.advance if progress is not None else None,
+        )
+        if progress is not None:
+            progress.finish()
+        if not found.passed:
+            click.echo(f"restore check failed in {target.server}:", err=True)
+            for problem in found.problems():
+                click.echo(f"  {problem}", err=True)
+            sys.exit(1)
+        return f"restored into {target.server} and checked: {found.message()}"
+    finally:
+        await target.close()
+
+
+async def _compatible(target: Cluster, verified: Verified, *, force: bool) -> None:
+    """Refuse a target on an older Crossplane minor unless ``force``; say what was found."""
+    found = await target_compatibility(target, verified.manifest.source.crossplane)
+    if not found.allowed and not force:
+        msg = f"refused: {found.message} (--force restores anyway)"
+        raise click.ClickException(msg)
+    if found.message:
+        refused = "" if found.allowed else "a restore without --force is refused: "
+        click.echo(f"crossplane version: {refused}{found.message}", err=True)
 
 
 @main.command()
@@ -631,13 +715,7 @@ async def _restore_verified(
     """Restore (or dry-run) a verified archive; what was done, in one line."""
     target = await Cluster.from_environment(kubeconfig)
     try:
-        found = await target_compatibility(target, verified.manifest.source.crossplane)
-        if not found.allowed and not (force or dry_run):
-            msg = f"refused: {found.message} (--force restores anyway)"
-            raise click.ClickException(msg)
-        if found.message:
-            refused = "" if found.allowed else "a restore without --force is refused: "
-            click.echo(f"crossplane version: {refused}{found.message}", err=True)
+        await _compatible(target, verified, force=force or dry_run)
         action = "dry run" if dry_run else "restore"
         total = verified.manifest.objects
         progress = None if quiet else Progress(sys.stderr, action, total)

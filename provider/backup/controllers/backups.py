@@ -277,6 +277,15 @@ class BackupReconciler:
         """
         namespace = backup["metadata"]["namespace"]
         ref = (backup["spec"].get("instanceRef") or {}).get("name", "")
+        return await self.instance_target(namespace, ref)
+
+    async def instance_target(self, namespace: str, ref: str) -> Target:
+        """Instance ``namespace/ref``'s kubeconfig, held to the rules a Backup's is.
+
+        Raises:
+            BackupError: the control plane has no kubeconfig yet (retried).
+            SourceRefusedError: the Secret or its kubeconfig breaks a rule.
+        """
         instance = await self.local.get(INSTANCES, namespace, ref)
         if instance is None:
             msg = f"Instance {namespace}/{ref} not found"
