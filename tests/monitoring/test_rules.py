@@ -296,6 +296,28 @@ CASES = [
         {"22m": [{"controller": "instance"}], "35m": []},
         value="50%",
     ),
+    # ControlPlaneRestoreDrillFailing
+    Case(
+        "a schedule whose newest drill failed is alerted at once",
+        "drill_failed is 1 from the start: no for",
+        "ControlPlaneRestoreDrillFailing",
+        {f"controlplane_backup_last_drill_failed{{{S}}}": "1x30"},
+        {"5m": [TEAM]},
+    ),
+    Case(
+        "a schedule whose drills pass is not alerted",
+        "drill_failed stays 0",
+        "ControlPlaneRestoreDrillFailing",
+        {f"controlplane_backup_last_drill_failed{{{S}}}": "0x90"},
+        {"1h": []},
+    ),
+    Case(
+        "a failed drill resolves when a later drill passes",
+        "drill_failed goes back to 0 at 20m",
+        "ControlPlaneRestoreDrillFailing",
+        {f"controlplane_backup_last_drill_failed{{{S}}}": "1x20 0x40"},
+        {"10m": [TEAM], "30m": []},
+    ),
 ]
 
 
