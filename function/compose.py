@@ -507,6 +507,10 @@ class _Composition:
                 "lastSuccessfulBackup",
                 self._observed_value(BACKUP_SCHEDULE, "status", "lastSuccessfulBackup"),
             ),
+            (
+                "lastVerifiedBackup",
+                self._observed_value(BACKUP_SCHEDULE, "status", "lastVerifiedBackup"),
+            ),
         ):
             if value:
                 status[key] = value

@@ -13,21 +13,31 @@ from typing import Any
 #   found", "create failed: async create failed: ... AccessDenied ...", our
 #   provider's "the Space refused the ControlPlane: ...");
 # - LastAsyncOperation False: upjet's asynchronous create, update or delete failed;
-# - LastBackup False: a BackupSchedule's newest Backup failed.
+# - LastBackup False: a BackupSchedule's newest Backup failed;
+# - Verified False: its newest restore drill failed (a backup that may not restore).
 # (Flux's Stalled=True comes with a Ready=False of the same reason and message.)
 LAST_BACKUP = "LastBackup"
 FAILURE_CONDITIONS = (
     ("Synced", "False"),
     ("LastAsyncOperation", "False"),
     (LAST_BACKUP, "False"),
+    ("Verified", "False"),
 )
 # A condition with one of these reasons is on its way, or held on purpose, not
 # failed: crossplane-runtime's Creating and Deleting, and its Synced=False
 # ReconcilePaused (someone paused it: the crossplane.io/paused annotation or its
-# management policies); Flux's Progressing and DependencyNotReady. Any other
-# Ready=False (Flux's GitOperationFailed, BuildFailed, HealthCheckFailed, ...) failed.
+# management policies); Flux's Progressing and DependencyNotReady; a restore
+# drill's NoCompletedBackup (nothing to drill yet). Any other Ready=False
+# (Flux's GitOperationFailed, BuildFailed, HealthCheckFailed, ...) failed.
 WAITING_REASONS = frozenset(
-    {"Creating", "Deleting", "ReconcilePaused", "Progressing", "DependencyNotReady"}
+    {
+        "Creating",
+        "Deleting",
+        "ReconcilePaused",
+        "Progressing",
+        "DependencyNotReady",
+        "NoCompletedBackup",
+    }
 )
 # What a Resource reads of its conditions, in one walk, when asked whether it failed.
 _FAILURE_TYPES = frozenset(type_ for type_, _ in FAILURE_CONDITIONS)

@@ -330,6 +330,43 @@ FAILURE_CASES = [
         ("True", "BackupCompleted", f"Backup {BACKUP} completed"),
     ),
     FailureCase(
+        "The schedule's newest restore drill failed: BackupsReady is False in the drill's "
+        "words, though its Backups complete (a backup that may not restore).",
+        {"backup": b.BACKUP},
+        backups_ready(
+            backup_schedule=schedule(
+                condition("Ready", "True", "Scheduled"),
+                condition("LastBackup", "True", "BackupCompleted", f"Backup {BACKUP} completed"),
+                condition(
+                    "Verified",
+                    "False",
+                    "DrillFailed",
+                    f"Backup {BACKUP} restored but failed its check: CRD buckets not Established",
+                ),
+            )
+        ),
+        c.BACKUPS_READY,
+        (
+            "False",
+            "DrillFailed",
+            f"BackupSchedule myctp: Backup {BACKUP} restored but failed its check: "
+            "CRD buckets not Established",
+        ),
+    ),
+    FailureCase(
+        "A drill with no Completed Backup to restore yet waits: BackupsReady stays True.",
+        {"backup": b.BACKUP},
+        backups_ready(
+            backup_schedule=schedule(
+                condition("Ready", "True", "Scheduled"),
+                condition("LastBackup", "True", "BackupCompleted", f"Backup {BACKUP} completed"),
+                condition("Verified", "False", "NoCompletedBackup", "no Completed Backup yet"),
+            )
+        ),
+        c.BACKUPS_READY,
+        ("True", "BackupCompleted", f"Backup {BACKUP} completed"),
+    ),
+    FailureCase(
         "A schedule whose storage the controller refuses says why, in its Ready.",
         {"backup": b.BACKUP},
         backups_ready(
