@@ -112,6 +112,12 @@ build_kustomize_controller() {
 # sandbox runs both controllers as those accounts (sandbox/flux.py).
 build_flux_install() {
   local module="github.com/fluxcd/flux2/v2" dir="${root}/tools/flux/cli" out="${root}/.tools/flux/install"
+  local want; want="$(pinned "${dir}" "${module}")"
+  if [ -f "${out}/VERSION" ] && [ "$(cat "${out}/VERSION")" = "${want}" ]; then
+    echo "flux install RBAC ${want}: cached"
+    return
+  fi
+  echo "flux install RBAC ${want}: copying"
   local source; source="$(cd "${dir}" && go mod download "${module}" && go list -m -f '{{.Dir}}' "${module}")"
   rm -rf "${out}"
   mkdir -p "${out}"
@@ -123,7 +129,7 @@ build_flux_install() {
     cp "${source}/manifests/bases/${controller}/account.yaml" "${out}/${controller}-account.yaml"
   done
   chmod u+w "${out}/"*.yaml
-  pinned "${dir}" "${module}" >"${out}/VERSION"
+  echo "${want}" >"${out}/VERSION"
 }
 
 # A command of k8s.io/kubernetes (kube-apiserver, kubectl), pinned by tools/kube.
