@@ -45,9 +45,13 @@ clients speak HTTP/1.1 only. Requests and responses are streamed both ways
 (watches stay open, chunk by chunk); status, headers and bodies pass through
 unchanged, compressed ones too. The caller's token is checked and dropped; the
 front talks to the API server as its admin (the client certificate of
-`APIServer.kubeconfig`). Connection upgrades (``kubectl exec``, ``port-forward``)
-are not proxied. In the sandbox the in-cluster kubeconfig names the same loopback
-URL as the other one: the sandbox's "pods" are processes on this host.
+`APIServer.kubeconfig`), and to a hosted control plane as the token's user
+(`CONTROLPLANE_USER`, impersonated by that admin): the control plane's RBAC
+binds it to a controlplane-admin equivalent (`sandbox.hosted`), so a request
+the token's role does not allow is refused by the API server itself.
+Connection upgrades (``kubectl exec``, ``port-forward``) are not proxied. In
+the sandbox the in-cluster kubeconfig names the same loopback URL as the other
+one: the sandbox's "pods" are processes on this host.
 """
 
 from __future__ import annotations
@@ -295,6 +299,18 @@ class _Upstream:
     server: APIServer
     token: str
     session: aiohttp.ClientSession
+    # A hosted control plane's: requests go on as CONTROLPLANE_USER, not as its admin.
+    as_token_user: bool = False
+
+
+# Who a control plane's connection token is inside the control plane: a member of
+# CONTROLPLANE_GROUP, which the control plane's RBAC binds to Upbound's
+# controlplane-admin equivalent (sandbox.hosted). The front sends the request on
+# with the API server's own impersonation headers, so the API server's RBAC and
+# admission answer (403 and their messages), as they would for a real token.
+CONTROLPLANE_USER = "upbound:controlplane-token"
+CONTROLPLANE_GROUP = "upbound:controlplane-admins"
+_IMPERSONATION = "impersonate-"
 
 
 class SpaceFront:
@@ -404,6 +420,7 @@ class SpaceFront:
                 server=server,
                 token=secrets.token_urlsafe(32),
                 session=_upstream_session(server),
+                as_token_user=True,
             )
 
         self._call(add())
@@ -592,6 +609,19 @@ async def _forward(request: web.Request, backend: _Upstream, path: str) -> web.S
     if request.rel_url.raw_query_string:
         target += "?" + request.rel_url.raw_query_string
     headers = forwarded_headers(request.headers.items(), _NOT_FORWARDED_UPSTREAM)
+    if backend.as_token_user:
+        # The token's role grants no impersonation: a client asking for it (Flux's
+        # --default-service-account, kubectl --as) is refused as the API server would.
+        asked = [key for key in headers if key.lower().startswith(_IMPERSONATION)]
+        if asked:
+            return _status(
+                403,
+                "Forbidden",
+                f'users is forbidden: User "{CONTROLPLANE_USER}" cannot impersonate resource '
+                '"users" in API group "" at the cluster scope',
+            )
+        headers["Impersonate-User"] = CONTROLPLANE_USER
+        headers["Impersonate-Group"] = CONTROLPLANE_GROUP
     try:
         upstream = await backend.session.request(
             request.method,
