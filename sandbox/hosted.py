@@ -7,22 +7,10 @@ runtime External, its webhook on a loopback port of its own), so packages
 that need no runtime, Configurations, install there from the loopback
 registry. Core costs memory and start time, so it starts only for the
 control planes that ask for it, once.
-
-`grant_token_role` gives the control plane the RBAC its connection token is
-held to (the front sends requests on as `CONTROLPLANE_USER`, a member of
-`CONTROLPLANE_GROUP`): Upbound's predefined control-plane roles let an admin
-token write Crossplane's kinds, managed resources, composites and claims,
-Namespaces, Secrets and ConfigMaps, and leave RBAC and CRDs read-only
-(docs/simulated-space.md cites them). Here the group is bound to
-cluster-admin and an admission policy refuses its writes to RBAC and to
-CustomResourceDefinitions with 403: those refusals are modelled; writes
-Upbound's roles also refuse (Pods, Deployments, Services) are still allowed.
 """
 
 from __future__ import annotations
 
-import json
-import subprocess
 import threading
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -30,65 +18,9 @@ from pathlib import Path
 
 from sandbox.apiserver import APIServer
 from sandbox.crossplane import PKG, CrossplaneCore, condition_true, package_healthy
-from sandbox.kubectl import KUBECTL_BIN, kubectl
-from sandbox.spacefront import CONTROLPLANE_GROUP, CONTROLPLANE_USER
-from sandbox.spaces import Kube, wait_for
+from sandbox.spaces import Kube
 
 XRD_GROUP_VERSION = ("apiextensions.crossplane.io", "v2")
-TOKEN_ROLE = "upbound-controlplane-admin"
-TOKEN_ROLE_MESSAGE = "the control plane's token may not write RBAC or CustomResourceDefinitions"
-_TOKEN_RBAC: list[dict[str, object]] = [
-    {
-        "apiVersion": "rbac.authorization.k8s.io/v1",
-        "kind": "ClusterRoleBinding",
-        "metadata": {"name": TOKEN_ROLE},
-        "roleRef": {
-            "apiGroup": "rbac.authorization.k8s.io",
-            "kind": "ClusterRole",
-            "name": "cluster-admin",
-        },
-        "subjects": [
-            {"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": CONTROLPLANE_GROUP}
-        ],
-    },
-    {
-        "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "ValidatingAdmissionPolicy",
-        "metadata": {"name": TOKEN_ROLE},
-        "spec": {
-            "failurePolicy": "Fail",
-            "matchConstraints": {
-                "resourceRules": [
-                    {
-                        "apiGroups": ["rbac.authorization.k8s.io"],
-                        "apiVersions": ["*"],
-                        "operations": ["CREATE", "UPDATE", "DELETE"],
-                        "resources": ["*"],
-                    },
-                    {
-                        "apiGroups": ["apiextensions.k8s.io"],
-                        "apiVersions": ["*"],
-                        "operations": ["CREATE", "UPDATE", "DELETE"],
-                        "resources": ["customresourcedefinitions"],
-                    },
-                ]
-            },
-            "validations": [
-                {
-                    "expression": f"!('{CONTROLPLANE_GROUP}' in request.userInfo.groups)",
-                    "message": TOKEN_ROLE_MESSAGE,
-                    "reason": "Forbidden",
-                }
-            ],
-        },
-    },
-    {
-        "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "ValidatingAdmissionPolicyBinding",
-        "metadata": {"name": TOKEN_ROLE},
-        "spec": {"policyName": TOKEN_ROLE, "validationActions": ["Deny"]},
-    },
-]
 
 
 @dataclass
@@ -104,32 +36,6 @@ class HostedControlPlane:
     workdir: Path
     core: CrossplaneCore | None = None
     _starting: threading.Lock = field(default_factory=threading.Lock, repr=False)
-
-    def grant_token_role(self) -> None:
-        """The connection token's role here; return once the API server enforces it."""
-        kubectl(
-            self.server.kubeconfig_path,
-            *("apply", "--server-side", "--field-manager=space", "-f", "-"),
-            stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": _TOKEN_RBAC}),
-        )
-        wait_for(f"{self.name}'s token role in force", self._token_role_enforced, 60)
-
-    def _token_role_enforced(self) -> bool:
-        probe = subprocess.run(
-            [
-                str(KUBECTL_BIN),
-                f"--kubeconfig={self.server.kubeconfig_path}",
-                f"--as={CONTROLPLANE_USER}",
-                f"--as-group={CONTROLPLANE_GROUP}",
-                *("create", "clusterrole", "probe", "--verb=get", "--resource=pods"),
-                "--dry-run=server",
-            ],
-            capture_output=True,
-            text=True,
-            timeout=30,
-            check=False,
-        )
-        return TOKEN_ROLE_MESSAGE in probe.stderr
 
     @cached_property
     def kube(self) -> Kube:

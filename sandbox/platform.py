@@ -427,7 +427,6 @@ class Platform:
 
     def _hosted(self, name: str) -> APIServer:
         plane = HostedControlPlane(name, self.factory(name=name), self.workdir / "hosted" / name)
-        plane.grant_token_role()
         self._stack.callback(plane.stop)
         with self._hosted_lock:
             self.hosted_control_planes[name] = plane

@@ -47,7 +47,7 @@ unchanged, compressed ones too. The caller's token is checked and dropped; the
 front talks to the API server as its admin (the client certificate of
 `APIServer.kubeconfig`), and to a hosted control plane as the token's user
 (`CONTROLPLANE_USER`, impersonated by that admin): the control plane's RBAC
-binds it to a controlplane-admin equivalent (`sandbox.hosted`), so a request
+binds it to a controlplane-admin equivalent (`sandbox.token_role`), so a request
 the token's role does not allow is refused by the API server itself.
 Connection upgrades (``kubectl exec``, ``port-forward``) are not proxied. In
 the sandbox the in-cluster kubeconfig names the same loopback URL as the other
@@ -84,6 +84,7 @@ from yarl import URL
 
 from sandbox.apiserver import APIServer
 from sandbox.pki import KeyPair, certificate_authority, issue
+from sandbox.token_role import CONTROLPLANE_GROUP, CONTROLPLANE_USER, grant
 
 LOOPBACK = "127.0.0.1"
 API_GROUP_PATH = "/apis/spaces.upbound.io/v1beta1"
@@ -299,17 +300,12 @@ class _Upstream:
     server: APIServer
     token: str
     session: aiohttp.ClientSession
-    # A hosted control plane's: requests go on as CONTROLPLANE_USER, not as its admin.
+    # A hosted control plane's: requests go on as CONTROLPLANE_USER, not as its admin,
+    # so the control plane's own RBAC and admission answer them.
     as_token_user: bool = False
 
 
-# Who a control plane's connection token is inside the control plane: a member of
-# CONTROLPLANE_GROUP, which the control plane's RBAC binds to Upbound's
-# controlplane-admin equivalent (sandbox.hosted). The front sends the request on
-# with the API server's own impersonation headers, so the API server's RBAC and
-# admission answer (403 and their messages), as they would for a real token.
-CONTROLPLANE_USER = "upbound:controlplane-token"
-CONTROLPLANE_GROUP = "upbound:controlplane-admins"
+# Headers asking the API server to impersonate: the token's role grants none.
 _IMPERSONATION = "impersonate-"
 
 
@@ -410,7 +406,10 @@ class SpaceFront:
         """Route ``group/name``'s prefix to ``server`` with a new token; its kubeconfig.
 
         Registering a control plane again replaces its API server and its token.
+        The control plane's RBAC holds the token to its role first
+        (`sandbox.token_role`): the front sends its requests on as that user.
         """
+        grant(server)
 
         async def add() -> None:
             old = self._control_planes.get((group, name))

@@ -2,7 +2,7 @@
 
 The Space's front sends a control plane's requests on as its connection
 token's user, whose role there is Upbound's controlplane-admin equivalent:
-RBAC and CustomResourceDefinitions are read-only (sandbox.hosted). A team
+RBAC and CustomResourceDefinitions are read-only (sandbox.token_role). A team
 whose repository holds a ClusterRoleBinding sees Flux's refusal on the
 composite's SourceSynced, and the rest of the control plane keeps working.
 """
