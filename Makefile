@@ -4,6 +4,11 @@ PYTHON ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# Three workers on two cores: the system scenarios are one group that one
+# worker runs in order on one platform, mostly waiting on it, while the others
+# take the rest (the groups: tests/system, tests/images and tests/flux
+# conftest.py). PYTEST_PARALLEL= runs serially.
+PYTEST_PARALLEL ?= -n 3 --dist loadgroup
 
 .PHONY: example test help lint typecheck docs tools images release sandbox bench clean
 
@@ -14,7 +19,7 @@ test: $(STAMP) tools images ## Run every test: lint, types, unit, gRPC, end to e
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
-	$(BIN)/pytest
+	$(BIN)/pytest $(PYTEST_PARALLEL)
 
 help: ## List the targets and what each does.
 	@grep -E '^[a-z][a-z.-]*:.*## ' $(MAKEFILE_LIST) | sed -e 's/:.*## /\t/' | expand -t 12

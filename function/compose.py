@@ -13,7 +13,7 @@ from typing import Any
 from function import model, restore
 from function.model import ControlPlaneSpec, Input, InvalidError
 from function.names import AwsNames, Names, ObservedAwsNames
-from function.observed import Condition, Observed, Resource, dig
+from function.observed import LAST_BACKUP, Condition, Observed, Resource, condition, dig
 from function.resources import flux, iam, instance, schedule, storage, usage
 from function.resources.target import EXTERNAL_NAME, Target
 
@@ -55,6 +55,9 @@ WAITING_FOR_ROLE_ARN = "WaitingForRoleArn"
 # spec.restore.fromControlPlane: the Backups are being fetched, or none is Completed yet.
 LOOKING_FOR_BACKUP = "LookingForBackup"
 NO_BACKUP_TO_RESTORE = "NoBackupToRestore"
+# A composite condition's message at most: a composed object's own message (an AWS
+# error with its request id, a Flux health check) is passed on, cut to this.
+MESSAGE_LIMIT = 1024
 
 
 @dataclass(frozen=True)
@@ -239,7 +242,10 @@ class _Composition:
             if observed:
                 status[key] = observed
         self.status["instance"] = status
-        if ready:
+        failed = self._first_failure(INSTANCE_READY, (INSTANCE,))
+        if failed is not None:
+            self.conditions.append(failed)
+        elif ready:
             self.conditions.append(Condition(INSTANCE_READY, "True", "Available"))
         elif isinstance(restoring, Condition):
             self.conditions.append(restoring)
@@ -297,10 +303,11 @@ class _Composition:
             )
         chosen = restore.latest(fetched, namespace, wanted)
         if chosen is None:
-            message = (
+            message = _bounded(
                 f"no Completed Backup of control plane {control_plane} in namespace "
-                f"{namespace} to restore from (spec.restore.fromControlPlane); the Instance "
-                "is created once there is one"
+                f"{namespace} to restore from (spec.restore.fromControlPlane): "
+                f"{restore.why_none(fetched, namespace, wanted)}; the Instance is created "
+                "once there is one"
             )
             self.warnings.append(message)
             return Condition(INSTANCE_READY, "False", NO_BACKUP_TO_RESTORE, message)
@@ -409,6 +416,9 @@ class _Composition:
         Otherwise the first part that is not, in Flux's words.
         """
         resources = tuple(resource for resource, _ in stages)
+        failed = self._first_failure(SOURCE_SYNCED, (GIT_REPOSITORY, *resources))
+        if failed is not None:
+            return failed
         if any(resource not in self.desired for resource in resources):
             return Condition(
                 SOURCE_SYNCED,
@@ -495,7 +505,12 @@ class _Composition:
             if value:
                 status[key] = value
         self.status["backup"] = status
-        if not role_arn:
+        failed = self._first_failure(BACKUPS_READY, parts)
+        if failed is not None:
+            # A part that failed says more than a wait for the ARN or the Instance: a
+            # role refused by AWS never reports its ARN.
+            self.conditions.append(failed)
+        elif not role_arn:
             self.conditions.append(
                 Condition(
                     BACKUPS_READY,
@@ -515,7 +530,16 @@ class _Composition:
                 )
             )
         else:
-            self.conditions.append(self._summary(BACKUPS_READY, parts))
+            self.conditions.append(self._backups_ready(parts))
+
+    def _backups_ready(self, parts: tuple[str, ...]) -> Condition:
+        """The summary of the backup parts; when True, in the words of the newest Backup."""
+        summary = self._summary(BACKUPS_READY, parts)
+        seen = self.observed.get(BACKUP_SCHEDULE)
+        last = condition(seen.body, LAST_BACKUP) if seen is not None else None
+        if summary.true and last is not None and last.true:
+            return Condition(BACKUPS_READY, "True", last.reason, _bounded(last.message))
+        return summary
 
     def _backup_location(self) -> BackupLocation | None:
         """Where the backups go; None without spec.backup."""
@@ -549,7 +573,14 @@ class _Composition:
                 )
 
     def _summary(self, type_: str, parts: tuple[str, ...]) -> Condition:
-        """True when every part is ready, else the first unready part's own reason."""
+        """True when every part is ready and none failed.
+
+        Else the first part that failed, in its own words; else the first part
+        not ready yet, with its own reason.
+        """
+        failed = self._first_failure(type_, parts)
+        if failed is not None:
+            return failed
         for name in parts:
             if not self._ready(name):
                 return _waiting(
@@ -557,6 +588,21 @@ class _Composition:
                 )
         last = self.observed[parts[-1]].ready
         return Condition(type_, "True", last.reason or "Available", last.message)
+
+    def _first_failure(self, type_: str, parts: tuple[str, ...]) -> Condition | None:
+        """``type_`` False with the first failure of ``parts``, in that object's words; or None.
+
+        A failure is what the object says with its own conditions
+        (``Resource.failure``): Synced=False counts as much as Ready=False, so a
+        missing provider config, a version the Space refuses or AWS AccessDenied
+        reaches the composite as the object says it, not as "not ready yet".
+        """
+        for name in parts:
+            seen = self.observed.get(name)
+            failed = seen.failure() if seen is not None else None
+            if seen is not None and failed is not None:
+                return _told(type_, seen, failed)
+        return None
 
     def _observed_value(self, name: str, *path: str) -> Any:
         seen = self.observed.get(name)
@@ -580,10 +626,29 @@ def _waiting(type_: str, reason: str, seen: Resource | None, unseen: str) -> Con
     if seen is None:
         return Condition(type_, "False", reason, unseen)
     ready = seen.ready
+    detail = ready.message or ready.reason or "not ready yet"
+    return Condition(type_, "False", ready.reason or reason, _about(seen, detail))
+
+
+def _told(type_: str, seen: Resource, failed: Condition) -> Condition:
+    """``type_`` False with the reason and message of the object's condition ``failed``."""
+    reason = failed.reason or failed.type
+    return Condition(type_, "False", reason, _about(seen, failed.message or reason))
+
+
+def _about(seen: Resource, detail: str) -> str:
+    """``<kind> <name>: <detail>``, ``_bounded``."""
     kind = seen.get("kind") or "object"
     name = seen.get("metadata", "name") or ""
-    detail = ready.message or ready.reason or "not ready yet"
-    return Condition(type_, "False", ready.reason or reason, f"{kind} {name}: {detail}")
+    return _bounded(f"{kind} {name}: {detail}")
+
+
+def _bounded(text: str) -> str:
+    """``text`` on one line, at most ``MESSAGE_LIMIT`` characters."""
+    text = " ".join(text.split())
+    if len(text) <= MESSAGE_LIMIT:
+        return text
+    return text[: MESSAGE_LIMIT - 1].rstrip() + "…"
 
 
 def _first(*values: Any) -> Any:

@@ -21,14 +21,16 @@ Instance:
   composition stays a function of its request.
 
 Nothing is composed from a control plane with no Completed Backup: the
-Instance waits, and the composite says so, rather than coming up empty.
+Instance waits, and the composite says so and why (``why_none``: there is no
+Backup of it at all, its newest one failed and how, or it is still running),
+rather than coming up empty.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -44,6 +46,8 @@ INSTANCE_LABEL = "controlplane.spaces.upbound.io/instance"
 # The name under which the function asks Crossplane for those Backups.
 REQUIREMENT = "restore-backups"
 COMPLETED = "Completed"
+FAILED = "Failed"
+_EARLIEST = datetime.min.replace(tzinfo=UTC)
 
 
 class _Read(BaseModel):
@@ -56,6 +60,7 @@ class _Metadata(_Read):
     name: str
     namespace: str = ""
     labels: dict[str, str] = Field(default_factory=dict)
+    creation_timestamp: datetime | None = None
 
 
 class _InstanceRef(_Read):
@@ -66,9 +71,17 @@ class _BackupSpec(_Read):
     instance_ref: _InstanceRef = _InstanceRef()
 
 
+class _Condition(_Read):
+    type: str = ""
+    status: str = ""
+    reason: str = ""
+    message: str = ""
+
+
 class _BackupStatus(_Read):
     phase: str = ""
     completed_at: datetime | None = None
+    conditions: list[_Condition] = Field(default_factory=list)
 
 
 class BackupObject(_Read):
@@ -112,19 +125,67 @@ def latest(backups: Iterable[Mapping[str, Any]], namespace: str, instance: str) 
     finds a control plane's Backups, the spec says what they hold.
     """
     candidates: list[tuple[datetime, str]] = []
-    for raw in backups:
-        try:
-            backup = BackupObject.model_validate(raw)
-        except ValidationError:
-            continue
+    for backup in _of(backups, namespace, instance):
         completed_at = backup.status.completed_at
         if (
-            backup.metadata.namespace == namespace
-            and backup.metadata.labels.get(INSTANCE_LABEL) == instance
-            and backup.spec.instance_ref.name == instance
-            and backup.status.phase == COMPLETED
+            backup.status.phase == COMPLETED
             and completed_at is not None
             and completed_at.tzinfo is not None
         ):
             candidates.append((completed_at, backup.metadata.name))
     return max(candidates)[1] if candidates else None
+
+
+def why_none(backups: Iterable[Mapping[str, Any]], namespace: str, instance: str) -> str:
+    """Why ``latest`` found no Backup of Instance ``instance``, as a person can act on it.
+
+    There is no Backup of it at all; or its newest one (by creation, then
+    completion, then name) failed, with the reason and message of its Failed
+    condition; or its newest is still being written.
+    """
+    found = _of(backups, namespace, instance)
+    if not found:
+        return (
+            "there is no Backup of it in that namespace (its spec.backup schedule makes "
+            "them, and a final one is taken when it is deleted)"
+        )
+    newest = max(
+        found,
+        key=lambda b: (
+            _moment(b.metadata.creation_timestamp),
+            _moment(b.status.completed_at),
+            b.metadata.name,
+        ),
+    )
+    name, phase = newest.metadata.name, newest.status.phase
+    if phase != FAILED:
+        return f"its newest Backup, {name}, is {phase or 'not started yet'}"
+    failed = next((c for c in newest.status.conditions if c.type == FAILED), None)
+    if failed is None:
+        return f"its newest Backup, {name}, failed"
+    reason = failed.reason or FAILED
+    return f"its newest Backup, {name}, failed ({reason}): {failed.message or reason}"
+
+
+def _of(backups: Iterable[Mapping[str, Any]], namespace: str, instance: str) -> list[BackupObject]:
+    """The Backups that can be read and hold Instance ``instance`` of ``namespace``."""
+    found = []
+    for raw in backups:
+        try:
+            backup = BackupObject.model_validate(raw)
+        except ValidationError:
+            continue
+        if (
+            backup.metadata.namespace == namespace
+            and backup.metadata.labels.get(INSTANCE_LABEL) == instance
+            and backup.spec.instance_ref.name == instance
+        ):
+            found.append(backup)
+    return found
+
+
+def _moment(value: datetime | None) -> datetime:
+    """``value`` if it is an aware time, else the earliest one (it sorts first)."""
+    if value is None or value.tzinfo is None:
+        return _EARLIEST
+    return value

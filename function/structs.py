@@ -73,6 +73,27 @@ class StructView(Mapping[str, Any]):
                 return StructView(item.struct_value)
         return None
 
+    def items_by(
+        self, path: tuple[str, ...], key: str, wanted: frozenset[str]
+    ) -> dict[str, StructView]:
+        """Per string in ``wanted``, the first object of the list at ``path`` whose ``key`` is it.
+
+        One walk of the list, for several wanted values: the conditions of every
+        observed resource of every request (Ready, Synced, ...) are read so.
+        """
+        found: dict[str, StructView] = {}
+        value = self._value_at(path)
+        if value is None:
+            return found
+        for item in value.list_value.values:
+            field = item.struct_value.fields.get(key)
+            if field is None:
+                continue
+            name = field.string_value
+            if name in wanted and name not in found and field.WhichOneof("kind") == "string_value":
+                found[name] = StructView(item.struct_value)
+        return found
+
     def text(self, key: str, default: str) -> str:
         """The string at ``key``; another value as ``str()`` of it; ``default`` when missing.
 

@@ -42,10 +42,12 @@ from provider.backup.restore.restorer import Restorer
 from provider.backup.storage.tenancy import EndpointPolicy, TenancyError
 from provider.backup.storage.web_identity import (
     DEFAULT_PARTITION,
+    POD_IRSA_SOURCE,
     WebIdentityPolicy,
-    parse_accounts,
+    account_setting,
     parse_denied,
     parse_partition,
+    pod_irsa_role,
 )
 from provider.cache import CachedClient, Informer
 from provider.configs import (
@@ -324,8 +326,11 @@ WEB_IDENTITY_ROLE_FLAGS: list[Flag] = [
         show_envvar=True,
         help=(
             "An AWS account (12 digits) whose roles a WebIdentity Backup may name; "
-            "repeatable, or separated by spaces in the variable. Default: none, so "
-            "WebIdentity Backups are refused (and no token is minted for them)."
+            "repeatable, or separated by spaces in the variable. Default: the account of "
+            "the web identity's own IRSA role (the backup controller's AWS_ROLE_ARN; for "
+            "the provider, the eks.amazonaws.com/role-arn annotation of "
+            "--web-identity-service-account), and without one WebIdentity Backups are "
+            "refused (no token is minted for them). 'none': refused whatever the pod has."
         ),
     ),
     click.option(
@@ -333,7 +338,10 @@ WEB_IDENTITY_ROLE_FLAGS: list[Flag] = [
         default=DEFAULT_PARTITION,
         show_default=True,
         show_envvar=True,
-        help="The AWS partition of those accounts (aws, aws-cn, aws-us-gov, ...).",
+        help=(
+            "The AWS partition of the listed accounts (aws, aws-cn, aws-us-gov, ...); "
+            "by default the IRSA role's account is in that role's own partition."
+        ),
     ),
     click.option(
         "--web-identity-denied-role",
@@ -342,8 +350,8 @@ WEB_IDENTITY_ROLE_FLAGS: list[Flag] = [
         show_envvar=True,
         help=(
             "The ARN of a role no WebIdentity Backup may name, though it trusts the "
-            "backup controller's ServiceAccount (that controller's own IRSA role, a "
-            "platform role); repeatable."
+            "backup controller's ServiceAccount (a platform role); repeatable. The web "
+            "identity's own IRSA role is always denied."
         ),
     ),
 ]
@@ -448,14 +456,19 @@ def _env_prefix(command: str) -> dict[str, Any]:
 
 
 def _web_identity_roles(flags: dict[str, Any]) -> WebIdentityPolicy:
-    """The roles WebIdentity Backups may name, from (and out of) the parsed ``flags``."""
+    """The roles WebIdentity Backups may name, from (and out of) the parsed ``flags``.
+
+    Not resolved yet: with no account listed, the IRSA role's is allowed once known.
+    """
+    accounts, irsa_default = _parsed(
+        "--web-identity-role-account",
+        account_setting,
+        flags.pop("web_identity_role_account"),
+        "111122223333",
+    )
     return WebIdentityPolicy(
-        accounts=_parsed(
-            "--web-identity-role-account",
-            parse_accounts,
-            flags.pop("web_identity_role_account"),
-            "111122223333",
-        ),
+        accounts=accounts,
+        irsa_default=irsa_default,
         partition=_parsed(
             "--web-identity-partition", parse_partition, flags.pop("web_identity_partition"), "aws"
         ),
@@ -717,11 +730,19 @@ def provider_controllers(
 def backup_controllers(
     cluster: Cluster, options: Options
 ) -> tuple[list[Controller], Callable[[], Awaitable[None]]]:
-    """The Backup and BackupSchedule controllers on ``cluster``."""
+    """The Backup and BackupSchedule controllers on ``cluster``.
+
+    WebIdentity Backups pass this pod's own projected token: the roles they may
+    name follow this pod's IRSA role.
+    """
+    web_identity_roles = options.web_identity_roles.resolved(
+        pod_irsa_role(os.environ), POD_IRSA_SOURCE
+    )
+    log.info("web identity", extra={"fields": {"policy": web_identity_roles.describe()}})
     backups = BackupReconciler(
         cluster,
         endpoints=options.s3_endpoints,
-        web_identity_roles=options.web_identity_roles,
+        web_identity_roles=web_identity_roles,
         controlplane_hosts=options.controlplane_hosts,
         deadline=options.backup_timeout,
     )

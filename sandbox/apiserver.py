@@ -521,6 +521,7 @@ def run_apiserver(
     extra_args: Sequence[str] = (),
     parent_dir: Path | None = None,
     timeout: float = 90.0,
+    service_account_issuer: str | None = None,
 ) -> Iterator[APIServer]:
     """Start a kube-apiserver on loopback backed by `etcd` under `etcd_prefix`.
 
@@ -530,6 +531,8 @@ def run_apiserver(
         name: The cluster's name in the kubeconfig.
         binary: The kube-apiserver binary.
         extra_args: More kube-apiserver flags, appended last.
+        service_account_issuer: The `iss` of the ServiceAccount tokens it issues (an
+            EKS cluster's is its OIDC provider's URL); None: its own URL.
         parent_dir: Where to create its temporary folder (the system default if None).
         timeout: Seconds to wait for /readyz.
 
@@ -582,7 +585,7 @@ def run_apiserver(
                 f"--client-ca-file={ca}",
                 "--authorization-mode=RBAC",
                 f"--service-cluster-ip-range={SERVICE_CLUSTER_IP_RANGE}",
-                f"--service-account-issuer={url}",
+                f"--service-account-issuer={service_account_issuer or url}",
                 f"--service-account-key-file={sa_pub}",
                 f"--service-account-signing-key-file={sa_key}",
                 # No controller-manager creates the `default` ServiceAccounts this
@@ -625,6 +628,7 @@ class APIServerFactory:
         *,
         name: str | None = None,
         extra_args: Sequence[str] = (),
+        service_account_issuer: str | None = None,
     ) -> APIServer:
         """Start one more API server and return it once /readyz answers.
 
@@ -632,6 +636,7 @@ class APIServerFactory:
             etcd_prefix: Its etcd key prefix; a new unique one if None.
             name: Its cluster name in the kubeconfig; derived from a counter if None.
             extra_args: More kube-apiserver flags.
+            service_account_issuer: The `iss` of its ServiceAccount tokens; None: its URL.
 
         Returns:
             The running API server, stopped by `close`.
@@ -645,6 +650,7 @@ class APIServerFactory:
                 name=name or f"kube-{suffix}",
                 extra_args=extra_args,
                 parent_dir=self._parent_dir,
+                service_account_issuer=service_account_issuer,
             )
         )
 

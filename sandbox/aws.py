@@ -3,10 +3,11 @@
 The stand-in (`sandbox.awsstandin`) reconciles the composed S3 and IAM
 managed resources into SeaweedFS and moto, as provider-aws-s3 and
 provider-aws-iam (one stand-in each, as the identity of that package), and
-serves an STS endpoint whose sessions SeaweedFS accepts. The backup
-writer's pod identity is a moto IAM user; the compositions trust it
-(`trust.roleArn`), so the writer assumes the role the function rendered, as
-in production with a controller role.
+serves an STS endpoint whose sessions SeaweedFS accepts. The compositions'
+trust is the shipped `irsa`: the backup controller passes the web identity
+token EKS would project for it (`sandbox.eks`) straight into the role the
+function rendered, and the provider one it mints for that ServiceAccount;
+neither has an AWS key of its own.
 """
 
 from __future__ import annotations
@@ -21,10 +22,9 @@ from sandbox.awsstandin.cloud import Endpoints
 from sandbox.awsstandin.identities import SeaweedAdmin
 from sandbox.awsstandin.kinds import KINDS
 from sandbox.awsstandin.standin import AwsStandin, Settings, running_in_thread
-from sandbox.s3 import Identity, Moto, SeaweedFS, credentials_environment, run_moto, run_seaweedfs
+from sandbox.s3 import Moto, SeaweedFS, credentials_environment, run_moto, run_seaweedfs
 
 REGION = "us-east-1"
-WRITER_USER = "controlplane-backup"
 # The service whose stand-in serves STS (its sessions are of the IAM roles).
 STS_SERVICE = "iam"
 # The stand-in runs in this process with the provider's managed reconciler: their
@@ -69,7 +69,7 @@ def _environment(variables: Mapping[str, str]) -> Iterator[None]:
 class Aws:
     """SeaweedFS, moto and the stand-in for one management cluster; a context manager.
 
-    Entering it starts SeaweedFS and moto and makes the writer's identity;
+    Entering it starts SeaweedFS and moto;
     `run_standin` then plays each member of the provider-aws family the
     package manager installed (`sandbox.provideraws`): its kinds, with the
     kubeconfig of that member's ServiceAccount.
@@ -80,7 +80,6 @@ class Aws:
         self._stack = contextlib.ExitStack()
         self.seaweed: SeaweedFS
         self.moto: Moto
-        self.writer: Identity
         self.standins: dict[str, AwsStandin] = {}
         # The kubeconfig each service's stand-in runs with.
         self.kubeconfigs: dict[str, Path] = {}
@@ -93,7 +92,6 @@ class Aws:
             self._stack.enter_context(_logs_to(self.workdir / "aws-standin.log"))
             self.seaweed = self._stack.enter_context(run_seaweedfs(parent_dir=self.workdir))
             self.moto = self._stack.enter_context(run_moto())
-            self.writer = self.moto.create_identity(WRITER_USER)
         except BaseException:
             self._stack.close()
             raise
@@ -125,12 +123,17 @@ class Aws:
                     running_in_thread(kubeconfig, settings, kinds)
                 )
 
-    def writer_environment(self) -> dict[str, str]:
-        """The backup writer's identity and endpoints, for the backup controller and provider."""
-        return credentials_environment(
-            self.writer.access_key,
-            self.writer.secret_key,
-            AWS_REGION=REGION,
-            AWS_ENDPOINT_URL_S3=self.seaweed.endpoint,
-            AWS_ENDPOINT_URL_STS=self.standins[STS_SERVICE].sts_endpoint,
-        )
+    def endpoints_environment(self) -> dict[str, str]:
+        """The region and the S3 and STS endpoints, for the backup controller and provider.
+
+        On EKS the SDK finds AWS's own endpoints; here they are the sandbox's. No
+        key, and no other source of one (a process from the venv inherits this
+        one's environment): a pod's only way in is its IRSA token.
+        """
+        return {
+            **credentials_environment("", ""),
+            "AWS_SESSION_TOKEN": "",
+            "AWS_REGION": REGION,
+            "AWS_ENDPOINT_URL_S3": self.seaweed.endpoint,
+            "AWS_ENDPOINT_URL_STS": self.standins[STS_SERVICE].sts_endpoint,
+        }

@@ -6,10 +6,11 @@ images` built (`ImageLauncher`): each program runs from its image's unpacked
 root filesystem by `sandbox.rootfs`, as uid 65532 in its own mount and pid
 namespaces, as a container runtime would run it.
 
-A `pathlib.Path` among a program's arguments is a host file or folder the
+A `pathlib.Path` among a program's arguments, or in `files` (a variable
+naming a file, as a pod's projected token), is a host file or folder the
 program reads: the virtualenv passes it as it is; an image gets it bound in
 read-only, readable by the image's group as a pod's `fsGroup` would make it,
-and the argument names it where the process sees it.
+and the argument or variable names it where the process sees it.
 """
 
 from __future__ import annotations
@@ -63,10 +64,13 @@ class Command:
 class Launcher(Protocol):
     """Gives the command that runs one of our programs with its arguments."""
 
-    def command(self, program: str, *args: Argument) -> Command:
+    def command(
+        self, program: str, *args: Argument, files: Mapping[str, Path] | None = None
+    ) -> Command:
         """The command running `program` (a console script name) with `args`.
 
-        A `Path` in `args` is a file or folder the program reads.
+        A `Path` in `args` is a file or folder the program reads; `files` are
+        variables that name one.
         """
         ...
 
@@ -77,12 +81,15 @@ class VirtualenvLauncher:
 
     bin_dir: Path = field(default_factory=lambda: Path(sys.executable).parent)
 
-    def command(self, program: str, *args: Argument) -> Command:
-        """The console script `program` of the virtualenv, with `args`."""
+    def command(
+        self, program: str, *args: Argument, files: Mapping[str, Path] | None = None
+    ) -> Command:
+        """The console script `program` of the virtualenv, with `args` and `files`."""
         script = self.bin_dir / program
         if not script.is_file():
             raise FileNotFoundError(f"{script} is missing: run `make .venv/.installed`")
-        return Command((str(script), *(str(arg) for arg in args)))
+        env = {name: str(path) for name, path in (files or {}).items()}
+        return Command((str(script), *(str(arg) for arg in args)), env=env)
 
 
 def readable_by_group(path: Path, gid: int) -> None:
@@ -129,18 +136,24 @@ class ImageLauncher:
         for program in IMAGE_OF:
             self.image(program)
 
-    def command(self, program: str, *args: Argument) -> Command:
-        """`/venv/bin/<program>` of its image with `args`; each `Path` bound in read-only."""
+    def command(
+        self, program: str, *args: Argument, files: Mapping[str, Path] | None = None
+    ) -> Command:
+        """`/venv/bin/<program>` of its image with `args`; each `Path` bound in read-only.
+
+        Each of `files` is bound in too, its variable naming it inside.
+        """
         image = self.image(program)
         argv = [f"/venv/bin/{program}"]
         binds: list[rootfs.Bind] = []
-        for arg in args:
-            if isinstance(arg, Path):
-                source = arg.resolve()
-                target = f"{IMAGE_MOUNTS}/{len(binds)}/{source.name}"
-                readable_by_group(source, image.gid)
-                binds.append(rootfs.Bind(source, target))
-                argv.append(target)
-            else:
-                argv.append(arg)
-        return Command(tuple(argv), image=image, binds=tuple(binds))
+
+        def bound(path: Path) -> str:
+            source = path.resolve()
+            target = f"{IMAGE_MOUNTS}/{len(binds)}/{source.name}"
+            readable_by_group(source, image.gid)
+            binds.append(rootfs.Bind(source, target))
+            return target
+
+        argv.extend(bound(arg) if isinstance(arg, Path) else arg for arg in args)
+        env = {name: bound(path) for name, path in (files or {}).items()}
+        return Command(tuple(argv), env=env, image=image, binds=tuple(binds))

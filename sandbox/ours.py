@@ -37,9 +37,16 @@ def _ready(port: int) -> bool:
 
 
 def _process(
-    launcher: Launcher, program: str, args: list[Argument], workdir: Path, env: dict[str, str]
+    launcher: Launcher,
+    program: str,
+    args: list[Argument],
+    workdir: Path,
+    env: dict[str, str],
+    *,
+    files: dict[str, Path] | None = None,
 ) -> Process:
-    return launcher.command(program, *args).process(program, workdir / f"{program}.log", env)
+    command = launcher.command(program, *args, files=files)
+    return command.process(program, workdir / f"{program}.log", env)
 
 
 @dataclass
@@ -95,6 +102,8 @@ class Controller:
     kubeconfig: Path
     args: list[str] = field(default_factory=list)
     env: dict[str, str] = field(default_factory=dict)
+    # Variables naming a file it reads (a projected token), bound into an image.
+    files: dict[str, Path] = field(default_factory=dict)
     metrics_port: int = field(default_factory=free_port)
     process: Process | None = None
 
@@ -112,6 +121,7 @@ class Controller:
             ],
             self.workdir,
             self.env,
+            files=self.files,
         )
         self.process.start(lambda: _ready(self.metrics_port))
 

@@ -26,8 +26,12 @@ One etcd holds every cluster, each a kube-apiserver under its own prefix:
   was started with `crossplane_in_hosted` or a scenario asks for it
   (`crossplane_in`);
 - SeaweedFS (S3), moto (IAM, STS) and the provider-aws stand-in
-  (`sandbox.aws`); the backup controller and the provider write and read
-  backups as the writer identity the compositions trust.
+  (`sandbox.aws`); the management cluster's API server issues ServiceAccount
+  tokens as the EKS OIDC provider the shipped compositions' `irsa` trust
+  names, and the backup controller gets the IRSA token EKS would project for
+  it (`sandbox.eks`): both controllers run with the flags and environment
+  deploy/ ships (`sandbox.shipped`), and write and read backups through the
+  team roles' web identity trust, as on EKS.
 
 Git repositories are served over smart HTTP on loopback. `Platform` is a
 context manager: leaving it stops everything, newest first.
@@ -51,7 +55,7 @@ from typing import Any
 import yaml
 from kubernetes import client
 
-from sandbox import identity, install, kubectl, provideraws
+from sandbox import eks, identity, install, kubectl, provideraws, shipped
 from sandbox.apiserver import APIServer, APIServerFactory, run_etcd
 from sandbox.aws import Aws
 from sandbox.controller_manager import ControllerManager
@@ -114,20 +118,20 @@ COMPOSITIONS = (
     *sorted((REPO_ROOT / "compositions").glob("*.yaml")),
     *sorted((REPO_ROOT / "compositions" / "legacy").glob("*.yaml")),
 )
+SHIPPED_COMPOSITION = REPO_ROOT / "compositions" / "controlplane.yaml"
 
 
 def sandbox_composition(
-    path: Path, writer_arn: str, git_host: str, provider_config: str | None = None
+    path: Path, git_host: str, provider_config: str | None = None
 ) -> dict[str, Any]:
-    """A repository composition with its Input set as docs/install.md asks, for the sandbox.
+    """A repository composition with its Input as shipped but for the git hosts it allows.
 
-    The backup writer's role trusts the writer's own identity (`roleArn`):
-    here it is a moto IAM user, not IRSA's web identity, which needs an EKS
-    OIDC provider. With ``provider_config`` it is a composition of its own,
-    named ``<provider_config>.<name>``, whose Instances use that ClusterProviderConfig.
-    Git repositories are served on loopback over plain http,
-    which the Input refuses unless it lists the host and allows http: it lists
-    exactly the sandbox's git server (`host:port`), and nothing else private.
+    Git repositories are served on loopback over plain http, which the Input
+    refuses unless it lists the host and allows http: it lists exactly the
+    sandbox's git server (`host:port`), and nothing else private. Everything
+    else, the backups' `irsa` trust included, is as shipped. With
+    ``provider_config`` it is a composition of its own, named
+    ``<provider_config>.<name>``, whose Instances use that ClusterProviderConfig.
     """
     composition: dict[str, Any] = yaml.safe_load(path.read_text())
     if provider_config is not None:
@@ -138,9 +142,6 @@ def sandbox_composition(
         function_input = step.get("input") or {}
         if provider_config is not None and "instance" in function_input:
             function_input["instance"]["providerConfigRef"]["name"] = provider_config
-        backup = function_input.get("backup")
-        if backup is not None:
-            backup["trust"] = {"roleArn": writer_arn}
         if function_input:
             function_input["source"] = {"allowedHosts": [git_host], "allowHTTP": True}
     return composition
@@ -171,6 +172,7 @@ class Platform:
 
     workdir: Path
     launcher: Launcher = field(default_factory=VirtualenvLauncher)
+    # Flags of the provider's in place of the shipped ones (`sandbox.shipped`).
     provider_args: tuple[str, ...] = ("--poll", "5s")
     crossplane_in_hosted: bool = False
     provisioning_delay: float = PROVISIONING_DELAY
@@ -208,7 +210,10 @@ class Platform:
         self.workdir.mkdir(parents=True, exist_ok=True)
         etcd = self._stack.enter_context(run_etcd(parent_dir=self.workdir))
         self.factory = self._stack.enter_context(APIServerFactory(etcd, parent_dir=self.workdir))
-        self.management = self.factory(name="management")
+        # An EKS cluster's: the OIDC provider the shipped compositions' irsa trust names.
+        self.management = self.factory(
+            name="management", service_account_issuer=eks.issuer(SHIPPED_COMPOSITION)
+        )
         self.kube = Kube(self.management)
         # A stable path to give a person (the server's own lives in a temporary folder).
         self.kubeconfig = self.workdir / "management.kubeconfig"
@@ -274,7 +279,7 @@ class Platform:
         self._started(self.registry)
 
     def _start_flux_and_aws(self) -> None:
-        """Flux (a prerequisite of the install) and SeaweedFS, moto and the writer's identity."""
+        """Flux (a prerequisite of the install) and SeaweedFS and moto."""
         self.flux = Flux(self.management, self.workdir / "flux")
         self.flux.install()
         self.flux.start()
@@ -287,7 +292,8 @@ class Platform:
 
         Each runs as the ServiceAccount its install ships, once the RBAC
         manager has bound its package's ClusterRole to it (the Backup
-        controller's account and rules come from deploy/, already applied).
+        controller's account and rules come from deploy/, already applied),
+        with the flags and environment deploy/ ships.
         """
         self.aws.run_standin(
             {
@@ -297,34 +303,40 @@ class Platform:
                 for group in [f"{service}.aws.m.upbound.io"]
             }
         )
-        writer = self.aws.writer_environment()
+        endpoints = self.aws.endpoints_environment()
+        # The backup controller's ServiceAccount and the token EKS projects for it;
+        # the provider restores irsa Backups with tokens of that account it mints.
+        self.irsa = eks.ProjectedToken(self.kube, self.workdir / "irsa")
+        self.irsa.start()
+        self._stack.callback(self.irsa.stop)
         self._connect_provider()
-        # The provider restores from S3 as the backup writer does.
+        provider = shipped.provider()
         self.provider = Controller(
             self.launcher,
             self.workdir,
             "controlplane-provider",
             self._kubeconfig_of(self._bound(PROVIDER.name, "controlplane.spaces.upbound.io")),
-            list(self.provider_args),
-            env=writer,
+            list(provider.with_flags(self.provider_args)),
+            env={**provider.env, **endpoints},
         )
         self.provider.start()
         self._started(self.provider)
+        backup_controller = shipped.backup_controller()
         self.backup_controller = Controller(
             self.launcher,
             self.workdir,
             "controlplane-backup-controller",
             self._kubeconfig_of(BACKUP_ACCOUNT),
-            env=writer,
+            list(backup_controller.args),
+            env={**backup_controller.env, **endpoints, **self.irsa.environment()},
+            files={eks.TOKEN_FILE_VARIABLE: self.irsa.path},
         )
         self.backup_controller.start()
         self._started(self.backup_controller)
 
     def composition_for(self, provider_config: str) -> str:
         """Apply the v2 composition with Instances on ``provider_config``; its name."""
-        composition = sandbox_composition(
-            V2_COMPOSITION, self.aws.writer.arn, self.git.host, provider_config
-        )
+        composition = sandbox_composition(V2_COMPOSITION, self.git.host, provider_config)
         kubectl.apply(
             self.kubeconfig, self._manifest(f"composition-{provider_config}", composition)
         )
@@ -581,10 +593,10 @@ class Platform:
         return all(self.kube.established(crd) for crd in crds)
 
     def _compositions(self) -> dict[Path, str]:
-        """The compositions with their Input set to this AWS account and git server."""
+        """The compositions with their Input set allowing this git server."""
         return {
             path.relative_to(REPO_ROOT): yaml.safe_dump(
-                sandbox_composition(path, self.aws.writer.arn, self.git.host), sort_keys=False
+                sandbox_composition(path, self.git.host), sort_keys=False
             )
             for path in COMPOSITIONS
         }

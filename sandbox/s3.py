@@ -433,6 +433,10 @@ class Moto:
         )
         return _text(created, "Arn")
 
+    def detach_role_policy(self, role: str, policy_arn: str) -> None:
+        """Detach a managed policy from a role, as a person would in IAM's console."""
+        self._call("iam", "DetachRolePolicy", RoleName=role, PolicyArn=policy_arn)
+
     def role_last_used(self, name: str) -> str:
         """When a request last came signed with the role's credentials; empty if never."""
         role = self._call("iam", "GetRole", RoleName=name)

@@ -200,6 +200,7 @@ BOUNDARIES = [
             "provider/backup/controllers/cron.py",
             "provider/backup/controllers/plan.py",
             "provider/backup/controllers/final.py",
+            "provider/backup/controllers/last_backup.py",
             "provider/backup/controllers/retention.py",
             "provider/backup/restore/steps.py",
             "provider/backup/restore/compat.py",

@@ -23,18 +23,20 @@ export PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_INPUT=1
 /venv/bin/python -B -m pip uninstall --quiet --yes pip setuptools
 rm -f /venv/bin/activate /venv/bin/activate.csh /venv/bin/activate.fish /venv/bin/Activate.ps1
 find /venv -name __pycache__ -prune -exec rm -rf {} +
-# A console script of a package that is not in the image (the development-only
-# sandbox's) would only fail: it goes.
+# A console script whose module is not in the image would only fail: it goes.
+# Ours for the development-only sandbox; and a dependency's that points at a
+# module its own wheel lacks (cel-python 0.5.0's `cel-python = cel_python:main`,
+# whose package is `celpy`).
 /venv/bin/python -I -B - <<'SCRIPTS'
 import importlib.metadata
 import importlib.util
 import pathlib
 
-scripts = importlib.metadata.distribution("acme-controlplane").entry_points
-for script in scripts.select(group="console_scripts"):
-    if importlib.util.find_spec(script.module.split(".")[0]) is None:
-        pathlib.Path("/venv/bin", script.name).unlink()
-        print(f"venv.sh: no {script.name}: {script.module} is not part of the image")
+for distribution in importlib.metadata.distributions():
+    for script in distribution.entry_points.select(group="console_scripts"):
+        if importlib.util.find_spec(script.module.split(".")[0]) is None:
+            pathlib.Path("/venv/bin", script.name).unlink()
+            print(f"venv.sh: no {script.name}: {script.module} is not part of the image")
 SCRIPTS
 /venv/bin/python -I -B -c 'import function.cli, provider.cli'
 /venv/bin/python -B -m compileall -q --invalidation-mode unchecked-hash /venv

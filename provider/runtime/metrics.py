@@ -7,10 +7,18 @@ Label values are controller names, API verbs and resource kinds only. A value
 that does not look like one (too long, or with characters no kind or verb has)
 is exported as ``other``: an object's name, a token or a path never becomes a
 label, and a bug in a caller cannot grow the number of series without bound.
+
+The one exception is the backup metrics (``controlplane_backup_*``), which an
+alert on a team's backups needs per BackupSchedule: their labels are the
+schedule's ``namespace`` and ``name`` (DNS-1123 names as the API server checked
+them, else ``other``; one schedule per composite, and its series are removed
+when it goes) and a failure's ``reason``, one of ``BACKUP_FAILURE_REASONS`` or
+``Other``: never a message.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
 import socket
@@ -22,6 +30,8 @@ from typing import Literal, get_args
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.exposition import choose_encoder
+
+from provider.runtime import dns
 
 log = logging.getLogger(__name__)
 
@@ -87,6 +97,45 @@ API_REQUESTS_TOTAL = Counter(
     registry=REGISTRY,
 )
 
+# The reasons a Backup fails with (its Failed condition's): a failed attempt retried
+# to the end, a rule that refused it, a limit it went past. Any other is ``Other``.
+BACKUP_FAILURE_REASONS = frozenset(
+    {
+        "BackupFailed",
+        "StorageRefused",
+        "InvalidSpec",
+        "DeadlineExceeded",
+        "KubeconfigNotAllowed",
+        "ControlPlaneHostNotAllowed",
+        "TooManyObjects",
+        "TooManyTypes",
+        "TooManyPages",
+        "ResponseTooLarge",
+    }
+)
+OTHER_REASON = "Other"
+
+BACKUP_LAST_SUCCESS = Gauge(
+    "controlplane_backup_last_success_timestamp_seconds",
+    "When the newest Completed Backup of a BackupSchedule completed, in seconds since the "
+    "epoch; absent until one has.",
+    ["namespace", "name"],
+    registry=REGISTRY,
+)
+BACKUP_LAST_FAILED = Gauge(
+    "controlplane_backup_last_backup_failed",
+    "1 while the newest finished Backup of a BackupSchedule has failed (its LastBackup "
+    "condition is False), else 0.",
+    ["namespace", "name"],
+    registry=REGISTRY,
+)
+BACKUP_FAILURES_TOTAL = Counter(
+    "controlplane_backup_failures_total",
+    "Backups of a BackupSchedule that failed for good, by the reason of their Failed condition.",
+    ["namespace", "name", "reason"],
+    registry=REGISTRY,
+)
+
 
 def record_reconcile(controller: str, result: Result, duration_seconds: float) -> None:
     """Count one reconcile and observe how long it took.
@@ -132,6 +181,55 @@ def record_api_request(verb: str, resource: str) -> None:
     """
     verb = verb.lower()
     API_REQUESTS_TOTAL.labels(verb if verb in VERBS else OTHER, _name(resource)).inc()
+
+
+def record_backup_schedule(
+    namespace: str, name: str, *, last_success: float | None, last_failed: bool
+) -> None:
+    """Export what a BackupSchedule's newest Backups say.
+
+    Args:
+        namespace: The schedule's namespace.
+        name: The schedule's name.
+        last_success: When its newest Completed Backup completed (seconds since the
+            epoch); None when none has, and then the series is absent.
+        last_failed: Whether its newest finished Backup failed.
+    """
+    labels = _schedule(namespace, name)
+    if last_success is None:
+        _remove(BACKUP_LAST_SUCCESS, *labels)
+    else:
+        BACKUP_LAST_SUCCESS.labels(*labels).set(last_success)
+    BACKUP_LAST_FAILED.labels(*labels).set(1 if last_failed else 0)
+
+
+def count_backup_failure(namespace: str, name: str, reason: str) -> None:
+    """Count one Backup of the schedule ``namespace/name`` that failed for good, with ``reason``."""
+    label = reason if reason in BACKUP_FAILURE_REASONS else OTHER_REASON
+    BACKUP_FAILURES_TOTAL.labels(*_schedule(namespace, name), label).inc()
+
+
+def forget_backup_schedule(namespace: str, name: str) -> None:
+    """Remove every series of a BackupSchedule that is gone."""
+    labels = _schedule(namespace, name)
+    _remove(BACKUP_LAST_SUCCESS, *labels)
+    _remove(BACKUP_LAST_FAILED, *labels)
+    for reason in (*BACKUP_FAILURE_REASONS, OTHER_REASON):
+        _remove(BACKUP_FAILURES_TOTAL, *labels, reason)
+
+
+def _schedule(namespace: str, name: str) -> tuple[str, str]:
+    """A schedule's labels: DNS-1123 names as the API server checks them, else ``other``."""
+    return (
+        namespace if dns.is_label(namespace) else OTHER,
+        name if dns.is_subdomain(name) else OTHER,
+    )
+
+
+def _remove(metric: Gauge | Counter, *labels: str) -> None:
+    """Remove one series, if it is there."""
+    with contextlib.suppress(KeyError):
+        metric.remove(*labels)
 
 
 def _name(value: str) -> str:

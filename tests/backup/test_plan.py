@@ -104,6 +104,7 @@ PLAN_CASES = [
             next_run=at(11),
             last_backup="myctp-20260105100000",
             last_successful_backup="myctp-20260105100000",
+            last_finished_backup="myctp-20260105100000",
         ),
     ),
     PlanCase(
@@ -118,6 +119,7 @@ PLAN_CASES = [
             next_run=at(12),
             last_backup="myctp-20260105110000",
             last_successful_backup="myctp-20260105100000",
+            last_finished_backup="myctp-20260105100000",
         ),
     ),
     PlanCase(
@@ -132,6 +134,7 @@ PLAN_CASES = [
             next_run=at(12),
             last_backup="myctp-20260105110000",
             last_successful_backup="myctp-20260105100000",
+            last_finished_backup="myctp-20260105100000",
         ),
     ),
     PlanCase(
@@ -160,6 +163,7 @@ PLAN_CASES = [
             next_run=at(11),
             last_backup="myctp-20260105100000",
             last_successful_backup="myctp-20260105090000",
+            last_finished_backup="myctp-20260105090000",
         ),
     ),
     PlanCase(
@@ -175,6 +179,7 @@ PLAN_CASES = [
             next_run=None,
             last_backup="myctp-20260105090000",
             last_successful_backup="myctp-20260105090000",
+            last_finished_backup="myctp-20260105090000",
         ),
     ),
     PlanCase(
@@ -190,6 +195,7 @@ PLAN_CASES = [
             next_run=None,
             last_backup="myctp-20260105080000",
             last_successful_backup="myctp-20260105080000",
+            last_finished_backup="myctp-20260105080000",
         ),
     ),
     PlanCase(
@@ -204,6 +210,7 @@ PLAN_CASES = [
             next_run=at(11),
             last_backup="myctp-20260105100000",
             last_successful_backup="myctp-20260105100000",
+            last_finished_backup="myctp-20260105100000",
         ),
     ),
     PlanCase(
@@ -218,6 +225,7 @@ PLAN_CASES = [
             next_run=at(11),
             last_backup="myctp-20260105080000",
             last_successful_backup="myctp-20260105080000",
+            last_finished_backup="myctp-20260105080000",
         ),
     ),
     PlanCase(
@@ -250,6 +258,7 @@ PLAN_CASES = [
             next_run=at(11),
             last_backup="myctp-20260105010000",
             last_successful_backup=None,
+            last_finished_backup="myctp-20260105010000",
         ),
     ),
     PlanCase(
@@ -267,6 +276,7 @@ PLAN_CASES = [
             next_run=at(11),
             last_backup="long",
             last_successful_backup="long",
+            last_finished_backup="long",
         ),
     ),
     PlanCase(
@@ -284,6 +294,7 @@ PLAN_CASES = [
             next_run=at(11),
             last_backup="made-by-hand-later",
             last_successful_backup="made-by-hand-later",
+            last_finished_backup="made-by-hand-later",
         ),
     ),
     PlanCase(
@@ -301,6 +312,7 @@ PLAN_CASES = [
             next_run=at(11),
             last_backup="a-newer",
             last_successful_backup="a-newer",
+            last_finished_backup="a-newer",
         ),
     ),
     PlanCase(
@@ -315,6 +327,23 @@ PLAN_CASES = [
             next_run=at(11),
             last_backup="myctp-20260105100000",
             last_successful_backup="myctp-20260105090000",
+            last_finished_backup="myctp-20260105100000",
+        ),
+    ),
+    PlanCase(
+        reason="the newest finished Backup stays the failed one while a newer one runs: "
+        "the next attempt does not hide a failure",
+        last_schedule_time=at(11),
+        now=at(11, 2),
+        backups=[scheduled(9), scheduled(10, "Failed"), scheduled(11, "InProgress")],
+        expected=SchedulePlan(
+            create=None,
+            scheduled_for=None,
+            delete=(),
+            next_run=at(12),
+            last_backup="myctp-20260105110000",
+            last_successful_backup="myctp-20260105090000",
+            last_finished_backup="myctp-20260105100000",
         ),
     ),
     PlanCase(
@@ -333,6 +362,7 @@ PLAN_CASES = [
             next_run=at(11),
             last_backup="myctp-20260105090000",
             last_successful_backup="myctp-20260105090000",
+            last_finished_backup="myctp-20260105090000",
         ),
     ),
     PlanCase(
@@ -350,6 +380,7 @@ PLAN_CASES = [
             next_run=at(11),
             last_backup="zz-by-hand",
             last_successful_backup="zz-by-hand",
+            last_finished_backup="zz-by-hand",
         ),
     ),
     PlanCase(

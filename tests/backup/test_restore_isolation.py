@@ -120,7 +120,10 @@ def test_ten_restores_that_never_finish_do_not_delay_another_team_s_instance(
     def waiting_for_the_crd() -> list[dict[str, Any]] | None:
         found = stuck()
         running = [f for f in found if restore_of(f).get("step") == "managed"]
-        return found if len(running) == MAX_RESTORES else None
+        queued = [f for f in found if not restore_of(f).get("step")]
+        # Every queued one reconciled too, not only the first two started.
+        answered = all(condition(f, "Restored") for f in queued)
+        return found if len(running) == MAX_RESTORES and answered else None
 
     env = {"ALLOWED_S3_ENDPOINTS": seaweed.endpoint}
     provider = ProviderProcess(

@@ -6,20 +6,17 @@ import asyncio
 import itertools
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 import yaml
 
+from provider.backup.controllers.backups import SCHEDULE_LABEL, BackupReconciler
 from provider.backup.controllers.retention import DeletionPolicy
-from provider.backup.controllers.schedules import (
-    INSTANCE_LABEL,
-    SCHEDULE_LABEL,
-    ScheduleReconciler,
-    backup_of,
-)
+from provider.backup.controllers.schedules import INSTANCE_LABEL, ScheduleReconciler, backup_of
 from provider.kube import Cluster
+from provider.runtime import metrics
 from sandbox.apiserver import APIServerFactory, Etcd
 from sandbox.spaces import Kube, condition
 from tests.backup.test_roundtrip import BACKUP_CRDS
@@ -263,3 +260,147 @@ def test_every_backup_a_schedule_makes_is_labelled_with_its_instance(
     )
     assert made["metadata"]["labels"].get(INSTANCE_LABEL) == case.want
     assert made["metadata"]["labels"][SCHEDULE_LABEL] == "nightly"
+
+
+def _finish(local: Kube, namespace: str, backup: str, phase: str, at: datetime) -> None:
+    """Write what the Backup controller writes when ``backup`` finished as ``phase``."""
+    status: dict[str, Any] = {
+        "phase": phase,
+        "completedAt": at.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "conditions": [
+            {
+                "type": phase,
+                "status": "True",
+                "reason": "BackupFailed" if phase == "Failed" else "BackupCompleted",
+                "message": "assume role arn:aws:iam::123456789012:role/r with web identity "
+                "for s3://b failed: AccessDenied (HTTP 403, AssumeRoleWithWebIdentity)"
+                if phase == "Failed"
+                else "12 objects",
+                "lastTransitionTime": at.strftime("%Y-%m-%dT%H:%M:%SZ"),
+            }
+        ],
+    }
+    group, version = "controlplane.spaces.upbound.io", "v1alpha1"
+    local.custom.patch_namespaced_custom_object_status(
+        group, version, namespace, "backups", backup, {"status": status}
+    )
+
+
+def _metric(name: str, namespace: str) -> float | None:
+    return metrics.REGISTRY.get_sample_value(name, {"namespace": namespace, "name": "myctp"})
+
+
+def test_a_failed_backup_fails_the_schedule_until_a_later_one_completes(local: Kube) -> None:
+    namespace, name, created = schedule(local, "*/30 * * * *")
+    first = next_half_hour(created)
+    clock = Clock(first + timedelta(seconds=5))
+    reconcile(local, clock, namespace)
+    found = local.get("backupschedules", namespace, name)
+    assert found is not None
+    unknown = condition(found, "LastBackup")
+    assert (unknown["status"], unknown["reason"]) == ("Unknown", "NoBackupYet")
+    (made,) = backups(local, namespace)
+    failed_name = made["metadata"]["name"]
+
+    _finish(local, namespace, failed_name, "Failed", first + timedelta(seconds=30))
+    clock.now = first + timedelta(minutes=1)
+    reconcile(local, clock, namespace)
+    found = local.get("backupschedules", namespace, name)
+    assert found is not None
+    last, ready = condition(found, "LastBackup"), condition(found, "Ready")
+    assert (last["status"], last["reason"]) == ("False", "BackupFailed")
+    assert last["message"].startswith(f"Backup {failed_name} failed: assume role ")
+    assert "AccessDenied" in last["message"]
+    assert (ready["status"], ready["reason"], ready["message"]) == (
+        "False",
+        "LastBackupFailed",
+        last["message"],
+    )
+    assert _metric("controlplane_backup_last_backup_failed", namespace) == 1
+    assert _metric("controlplane_backup_last_success_timestamp_seconds", namespace) is None
+    told = [e for e in local.events(namespace, name) if e["reason"] == "BackupFailed"]
+    assert [e["message"] for e in told] == [last["message"]]
+
+    # Looked at again, nothing changed: no status write, no second event.
+    version = found["metadata"]["resourceVersion"]
+    reconcile(local, clock, namespace)
+    again = local.get("backupschedules", namespace, name)
+    assert again is not None
+    assert again["metadata"]["resourceVersion"] == version
+    assert len([e for e in local.events(namespace, name) if e["reason"] == "BackupFailed"]) == 1
+
+    # The next Backup is running: the failure stands until it completes.
+    clock.now = first + timedelta(minutes=30, seconds=5)
+    reconcile(local, clock, namespace)
+    later = next(b for b in backups(local, namespace) if b["metadata"]["name"] != failed_name)
+    found = local.get("backupschedules", namespace, name)
+    assert found is not None
+    assert condition(found, "LastBackup")["status"] == "False"
+
+    completed_at = first + timedelta(minutes=30, seconds=40)
+    _finish(local, namespace, later["metadata"]["name"], "Completed", completed_at)
+    clock.now = first + timedelta(minutes=31)
+    reconcile(local, clock, namespace)
+    found = local.get("backupschedules", namespace, name)
+    assert found is not None
+    last, ready = condition(found, "LastBackup"), condition(found, "Ready")
+    assert (last["status"], last["reason"]) == ("True", "BackupCompleted")
+    assert last["message"] == (
+        f"Backup {later['metadata']['name']} completed at {completed_at:%Y-%m-%dT%H:%M:%SZ}"
+    )
+    assert (ready["status"], ready["reason"]) == ("True", "Scheduled")
+    assert _metric("controlplane_backup_last_backup_failed", namespace) == 0
+    assert _metric("controlplane_backup_last_success_timestamp_seconds", namespace) == (
+        completed_at.timestamp()
+    )
+
+
+def test_a_schedule_that_is_gone_takes_its_series_along(local: Kube) -> None:
+    namespace = "sched-gone"
+    metrics.record_backup_schedule(namespace, "myctp", last_success=1.0, last_failed=True)
+    metrics.count_backup_failure(namespace, "myctp", "BackupFailed")
+    reconcile(local, Clock(datetime.now(UTC)), namespace)
+    assert _metric("controlplane_backup_last_backup_failed", namespace) is None
+    assert _metric("controlplane_backup_last_success_timestamp_seconds", namespace) is None
+    failures = metrics.REGISTRY.get_sample_value(
+        "controlplane_backup_failures_total",
+        {"namespace": namespace, "name": "myctp", "reason": "BackupFailed"},
+    )
+    assert failures is None
+
+
+def test_a_backup_of_a_schedule_that_fails_is_counted_against_it_by_its_reason(
+    local: Kube,
+) -> None:
+    namespace = f"sched-{next(_names)}"
+    local.namespace(namespace)
+    labels = {"namespace": namespace, "name": "nightly", "reason": "StorageRefused"}
+    for name, schedule_label in (("by-schedule", {SCHEDULE_LABEL: "nightly"}), ("by-hand", {})):
+        local.create(
+            "backups",
+            {
+                "apiVersion": "controlplane.spaces.upbound.io/v1alpha1",
+                "kind": "Backup",
+                "metadata": {"name": name, "namespace": namespace, "labels": schedule_label},
+                "spec": {
+                    "instanceRef": {"name": "myctp"},
+                    # Another namespace's prefix: refused before anything is read.
+                    "storage": {"bucket": "b", "prefix": "team-other/myctp/"},
+                },
+            },
+        )
+
+        async def run(name: str = name) -> None:
+            cluster = await Cluster.from_kubeconfig(yaml.safe_load(local.server.kubeconfig))
+            try:
+                await BackupReconciler(cluster).reconcile(namespace, name)
+            finally:
+                await cluster.close()
+
+        asyncio.run(run())
+        found = local.get("backups", namespace, name)
+        assert found is not None
+        assert found["status"]["phase"] == "Failed"
+    counted = metrics.REGISTRY.get_sample_value("controlplane_backup_failures_total", labels)
+    # Only the schedule's Backup: one made by hand belongs to no schedule.
+    assert counted == 1

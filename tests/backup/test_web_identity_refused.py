@@ -27,11 +27,16 @@ import yaml
 from provider.backup.controllers.backups import BACKUPS, BackupReconciler
 from provider.backup.restore.instance import InstanceRestore
 from provider.backup.restore.restorer import Restorer
-from provider.backup.storage.web_identity import WebIdentityPolicy
+from provider.backup.storage.web_identity import (
+    IRSA_ANNOTATION,
+    POD_IRSA_SOURCE,
+    WebIdentityPolicy,
+    pod_irsa_role,
+)
 from provider.kube import Cluster, ServiceAccountRef
 from provider.model import INSTANCES
 from sandbox.s3 import SeaweedFS
-from sandbox.spaces import condition
+from sandbox.spaces import Kube, condition
 from tests.backup.test_credentials import (
     ACCOUNT,
     SYSTEM_NAMESPACE,
@@ -63,6 +68,9 @@ class Refusal:
     role_arn: str = ""
     # Empty: allowed; else the rule named in the status.
     refused: str = ""
+    # The IRSA role of the backup controller's ServiceAccount (its annotation, which the
+    # provider reads; the controller's AWS_ROLE_ARN); empty: it has none.
+    irsa_role: str = ""
 
 
 REFUSALS = [
@@ -88,7 +96,47 @@ REFUSALS = [
         "A team role of the namespace in a listed account is restored with a minted token",
         WebIdentityPolicy(frozenset({ACCOUNT})),
     ),
+    Refusal(
+        "As shipped, the account of the backup controller's IRSA role is allowed: the team "
+        "role there is restored with a minted token",
+        WebIdentityPolicy(irsa_default=True),
+        irsa_role=CONTROLLER_ROLE,
+    ),
+    Refusal(
+        "As shipped, a backup controller without an IRSA role leaves WebIdentity off, naming "
+        "what to set, before a token is minted",
+        WebIdentityPolicy(irsa_default=True),
+        refused="spec.storage.roleArn: assumeRoleWith WebIdentity is off: the operator lists "
+        "no AWS account (--web-identity-role-account) and the web identity has no IRSA role, "
+        "whose account would be the default (the "
+        f"eks.amazonaws.com/role-arn annotation of ServiceAccount {SYSTEM_NAMESPACE}/"
+        f"{CONTROLLER_ACCOUNT})",
+    ),
+    Refusal(
+        "As shipped, the IRSA role's account is the only one: a team role elsewhere is refused",
+        WebIdentityPolicy(irsa_default=True),
+        irsa_role=f"arn:aws:iam::{FOREIGN}:role/controlplane-backup-controller",
+        refused=f"spec.storage.roleArn is in AWS account {ACCOUNT}, which the operator does "
+        "not allow (--web-identity-role-account)",
+    ),
+    Refusal(
+        "As shipped, the IRSA role itself is refused, though it trusts the minted token",
+        WebIdentityPolicy(irsa_default=True),
+        irsa_role=CONTROLLER_ROLE,
+        role_arn=CONTROLLER_ROLE,
+        refused="spec.storage.roleArn is a role the operator denies to teams "
+        "(--web-identity-denied-role), or the web identity's own IRSA role",
+    ),
 ]
+
+
+def annotate_irsa_role(local: Kube, role: str) -> None:
+    """Give the backup controller's ServiceAccount ``role`` as EKS's IRSA annotation ("": none)."""
+    local.core.patch_namespaced_service_account(
+        CONTROLLER_ACCOUNT,
+        SYSTEM_NAMESPACE,
+        {"metadata": {"annotations": {IRSA_ANNOTATION: role or None}}},
+    )
 
 
 @pytest.fixture
@@ -121,6 +169,7 @@ def test_a_restore_mints_a_token_only_for_a_team_role_the_operator_allows(
 ) -> None:
     local = planes.local
     service_accounts(local, CONTROLLER_ACCOUNT)
+    annotate_irsa_role(local, case.irsa_role)
     storage = irsa_storage(aws, planes, seaweed)
     if case.role_arn:
         storage["roleArn"] = case.role_arn
@@ -198,6 +247,19 @@ BACKUP_REFUSALS = [
         role_arn=CONTROLLER_ROLE,
         refused="spec.storage.roleArn is a role the operator denies to teams",
     ),
+    Refusal(
+        "As shipped, the backup controller refuses its own IRSA role (AWS_ROLE_ARN) unasked",
+        WebIdentityPolicy(irsa_default=True),
+        role_arn=CONTROLLER_ROLE,
+        irsa_role=CONTROLLER_ROLE,
+        refused="or the web identity's own IRSA role",
+    ),
+    Refusal(
+        "As shipped, a backup controller without IRSA refuses a WebIdentity Backup, naming "
+        "what to set",
+        WebIdentityPolicy(irsa_default=True),
+        refused=f"would be the default ({POD_IRSA_SOURCE})",
+    ),
 ]
 
 
@@ -221,6 +283,10 @@ def test_the_backup_controller_passes_its_token_only_to_a_role_the_operator_allo
     )
     token = write_token(tmp_path / "token", minted.status.token)
     monkeypatch.setenv("AWS_WEB_IDENTITY_TOKEN_FILE", str(token))
+    if case.irsa_role:
+        monkeypatch.setenv("AWS_ROLE_ARN", case.irsa_role)
+    # As controlplane-backup-controller resolves it at start: this pod's IRSA role.
+    policy = case.policy.resolved(pod_irsa_role(os.environ), POD_IRSA_SOURCE)
     storage = irsa_storage(aws, planes, seaweed)
     if case.role_arn:
         storage["roleArn"] = case.role_arn
@@ -240,7 +306,7 @@ def test_the_backup_controller_passes_its_token_only_to_a_role_the_operator_allo
     async def reconcile() -> None:
         cluster = await Cluster.from_kubeconfig(yaml.safe_load(local.server.kubeconfig))
         try:
-            await BackupReconciler(cluster, web_identity_roles=case.policy).reconcile(TEAM, name)
+            await BackupReconciler(cluster, web_identity_roles=policy).reconcile(TEAM, name)
         finally:
             await cluster.close()
 

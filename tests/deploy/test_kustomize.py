@@ -352,6 +352,19 @@ ACCESS_CASES = [
         allowed=False,
     ),
     AccessCase(
+        "The provider reads the backup controller's ServiceAccount: its IRSA role's account "
+        "is the one a WebIdentity restore may name by default.",
+        PROVIDER,
+        ("get", "serviceaccounts/controlplane-backup", "-n", "controlplane-system"),
+        allowed=True,
+    ),
+    AccessCase(
+        "The provider reads no other ServiceAccount of that namespace, nor lists them.",
+        PROVIDER,
+        ("list", "serviceaccounts", "-n", "controlplane-system"),
+        allowed=False,
+    ),
+    AccessCase(
         "The provider may not change the backup controller's ServiceAccount itself.",
         PROVIDER,
         ("update", "serviceaccounts/controlplane-backup", "-n", "controlplane-system"),

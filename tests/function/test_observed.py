@@ -9,7 +9,7 @@ import pytest
 from google.protobuf import struct_pb2
 
 from function import structs
-from function.observed import Condition, condition, dig
+from function.observed import Condition, Resource, condition, dig
 
 
 @dataclass(frozen=True)
@@ -127,6 +127,8 @@ def test_reads_of_observed_objects_agree_for_dicts_and_struct_views(
     got = _plain(got)
     assert got == _numbers_as_read(case.value, as_struct=view != "dict"), case.reason
     assert condition(body, "Ready") == case.ready, case.reason
+    # A Resource finds its conditions in one walk, and reads Ready alike.
+    assert Resource(body).ready == case.ready, case.reason
     # A view steps through what is not an object as through protobuf's empty
     # default; reading one must not write it into the request.
     assert struct.SerializeToString(deterministic=True) == unread, case.reason
@@ -148,3 +150,66 @@ def _numbers_as_read(value: Any, *, as_struct: bool) -> Any:
     if isinstance(value, list):
         return [_numbers_as_read(v, as_struct=as_struct) for v in value]
     return value
+
+
+@dataclass(frozen=True)
+class FailureReadCase:
+    reason: str
+    conditions: list[Any]
+    want: Condition | None
+
+
+FAILURE_READ_CASES = [
+    FailureReadCase(
+        "Synced=False is read beside Ready, in the one walk",
+        [
+            {"type": "Ready", "status": "True", "reason": "Available"},
+            {"type": "Synced", "status": "False", "reason": "ReconcileError", "message": "boom"},
+        ],
+        Condition("Synced", "False", "ReconcileError", "boom"),
+    ),
+    FailureReadCase(
+        "the first condition of a type counts, as for Ready",
+        [
+            {"type": "Synced", "status": "True", "reason": "ReconcileSuccess"},
+            {"type": "Synced", "status": "False", "reason": "ReconcileError"},
+        ],
+        None,
+    ),
+    FailureReadCase(
+        "Synced comes before a LastAsyncOperation failure, whatever their order in the list",
+        [
+            {"type": "LastAsyncOperation", "status": "False", "reason": "AsyncUpdateFailure"},
+            {"type": "Synced", "status": "False", "reason": "ReconcileError"},
+        ],
+        Condition("Synced", "False", "ReconcileError"),
+    ),
+    FailureReadCase(
+        "a type that is not a string, or an item that is not an object, is skipped",
+        [{"type": 1, "status": "False"}, "Synced", None],
+        None,
+    ),
+    FailureReadCase(
+        "Ready=False with a reason that is not a wait is a failure",
+        [{"type": "Ready", "status": "False", "reason": "BuildFailed", "message": "x"}],
+        Condition("Ready", "False", "BuildFailed", "x"),
+    ),
+    FailureReadCase(
+        "Ready=False Creating is a wait",
+        [{"type": "Ready", "status": "False", "reason": "Creating"}],
+        None,
+    ),
+]
+
+
+@pytest.mark.parametrize("case", FAILURE_READ_CASES, ids=lambda case: case.reason)
+@pytest.mark.parametrize("view", ["dict", "protobuf struct view"])
+def test_a_resources_failure_reads_alike_from_dicts_and_struct_views(
+    case: FailureReadCase, view: str
+) -> None:
+    body: Any = {"status": {"conditions": case.conditions}}
+    if view != "dict":
+        struct = struct_pb2.Struct()
+        structs.fill(struct, body)
+        body = structs.StructView(struct)
+    assert Resource(body).failure() == case.want, case.reason

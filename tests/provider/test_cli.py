@@ -264,9 +264,23 @@ GOOD_CASES = [
         for command in (main, backup_main)
         for case in (
             GoodCase(
-                f"{command.name}: WebIdentity is off by default: no account's role may be named.",
+                f"{command.name}: with no account listed, the IRSA role's account is allowed "
+                "once it is known (off without one).",
                 [],
+                {"web_identity_roles": WebIdentityPolicy(irsa_default=True)},
+                command=command,
+            ),
+            GoodCase(
+                f"{command.name}: --web-identity-role-account=none turns WebIdentity off.",
+                ["--web-identity-role-account=none"],
                 {"web_identity_roles": WebIdentityPolicy()},
+                command=command,
+            ),
+            GoodCase(
+                f"{command.name}: the variable the deployment ships empty lists nothing.",
+                [],
+                {"web_identity_roles": WebIdentityPolicy(irsa_default=True)},
+                env={f"{_prefix(command)}_WEB_IDENTITY_ROLE_ACCOUNT": ""},
                 command=command,
             ),
             GoodCase(

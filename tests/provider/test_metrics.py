@@ -233,3 +233,77 @@ def test_the_server_listens_on_an_ipv6_address() -> None:
         assert fetch(running.port, "/healthz", host="[::1]").status == 200
     finally:
         running.stop()
+
+
+def _schedule_sample(name: str, namespace: str, **labels: str) -> float | None:
+    return metrics.REGISTRY.get_sample_value(
+        name, {"namespace": namespace, "name": "nightly", **labels}
+    )
+
+
+def test_a_schedules_backup_metrics_are_set_counted_and_forgotten(server: metrics.Server) -> None:
+    namespace = "team-metrics"
+    metrics.record_backup_schedule(namespace, "nightly", last_success=None, last_failed=True)
+    assert _schedule_sample("controlplane_backup_last_backup_failed", namespace) == 1
+    assert _schedule_sample("controlplane_backup_last_success_timestamp_seconds", namespace) is None
+
+    metrics.count_backup_failure(namespace, "nightly", "StorageRefused")
+    metrics.count_backup_failure(namespace, "nightly", "StorageRefused")
+    metrics.record_backup_schedule(
+        namespace, "nightly", last_success=1765000000.0, last_failed=False
+    )
+    assert _schedule_sample("controlplane_backup_last_backup_failed", namespace) == 0
+    stamp = _schedule_sample("controlplane_backup_last_success_timestamp_seconds", namespace)
+    assert stamp == 1765000000.0
+    failures = "controlplane_backup_failures_total"
+    assert _schedule_sample(failures, namespace, reason="StorageRefused") == 2
+    text = fetch(server.port, "/metrics").body
+    assert "# TYPE controlplane_backup_failures_total counter" in text
+    assert "# TYPE controlplane_backup_last_success_timestamp_seconds gauge" in text
+
+    metrics.forget_backup_schedule(namespace, "nightly")
+    for name in ("controlplane_backup_last_backup_failed", failures):
+        assert _schedule_sample(name, namespace) is None
+    assert _schedule_sample(failures, namespace, reason="StorageRefused") is None
+    assert namespace not in fetch(server.port, "/metrics").body
+
+
+@dataclass(frozen=True)
+class BackupLabelCase:
+    reason: str
+    given: tuple[str, str, str]
+    want: tuple[str, str, str]
+
+
+BACKUP_LABEL_CASES = [
+    BackupLabelCase(
+        "A failure reason the Backup controller writes is kept.",
+        ("team-a", "nightly", "DeadlineExceeded"),
+        ("team-a", "nightly", "DeadlineExceeded"),
+    ),
+    BackupLabelCase(
+        "Any other reason is Other: the set of reasons is fixed.",
+        ("team-a", "nightly", "SomethingNew"),
+        ("team-a", "nightly", "Other"),
+    ),
+    BackupLabelCase(
+        "A message passed as a reason by mistake never becomes a label.",
+        ("team-a", "nightly", "put s3://b/k failed: AccessDenied"),
+        ("team-a", "nightly", "Other"),
+    ),
+    BackupLabelCase(
+        "A namespace or name that is no DNS-1123 name is other.",
+        ("Team A", "x" * 300, "BackupFailed"),
+        ("other", "other", "BackupFailed"),
+    ),
+]
+
+
+@pytest.mark.parametrize("case", BACKUP_LABEL_CASES, ids=lambda case: case.reason)
+def test_backup_failure_labels_are_bounded(case: BackupLabelCase) -> None:
+    namespace, name, reason = case.want
+    labels = {"namespace": namespace, "name": name, "reason": reason}
+    before = metrics.REGISTRY.get_sample_value("controlplane_backup_failures_total", labels) or 0
+    metrics.count_backup_failure(*case.given)
+    after = metrics.REGISTRY.get_sample_value("controlplane_backup_failures_total", labels)
+    assert after == before + 1

@@ -1,4 +1,8 @@
-"""The compositions the sandbox installs: their Input allows its own git server and no other."""
+"""The compositions the sandbox installs: as shipped, but that their Input allows its git server.
+
+The backups' trust is the shipped one (irsa), which the sandbox plays as EKS
+does; the controllers run with the flags and environment deploy/ ships.
+"""
 
 from __future__ import annotations
 
@@ -7,14 +11,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from function import model
 from function.cli import FUNCTION_NAME
+from sandbox import eks, shipped
 from sandbox.git import GitServer
-from sandbox.platform import COMPOSITIONS, sandbox_composition
+from sandbox.platform import COMPOSITIONS, SHIPPED_COMPOSITION, sandbox_composition
 from tests.schemas import input_problems
-
-WRITER_ARN = "arn:aws:iam::123456789012:user/backup-writer"
 
 
 @pytest.fixture(scope="module")
@@ -49,16 +53,18 @@ def test_the_sandbox_installs_both_compositions() -> None:
 def test_the_sandbox_input_allows_exactly_its_git_server_over_http(
     path: Path, git: GitServer
 ) -> None:
-    function_input = _function_input(sandbox_composition(path, WRITER_ARN, git.host))
-    # The writer is a moto IAM user, whose ARN the Input CRD's roleArn pattern
-    # (role/...) would refuse; Crossplane does not validate inputs, so only the
-    # allow-lists are held to the CRD here.
-    assert [p for p in input_problems(function_input) if p.startswith("source")] == []
+    function_input = _function_input(sandbox_composition(path, git.host))
+    assert input_problems(function_input) == []
     settings = model.parse_input(function_input)
     assert settings.source.allowed_hosts == (git.host,)
     assert settings.source.allow_http is True
+    # Everything but the git hosts is as shipped: the backups' irsa trust too.
+    shipped_input = _function_input(yaml.safe_load(path.read_text()))
+    assert {k: v for k, v in function_input.items() if k != "source"} == {
+        k: v for k, v in shipped_input.items() if k != "source"
+    }
     assert settings.backup is not None
-    assert settings.backup.trust.role_arn == WRITER_ARN
+    assert settings.backup.trust.irsa is not None
 
     repository = git.repository(f"team-{path.stem}")
     assert _source_refusal(settings, repository.url) is None
@@ -73,3 +79,32 @@ def test_the_sandbox_input_allows_exactly_its_git_server_over_http(
         refusal = _source_refusal(settings, url)
         assert refusal is not None, f"the sandbox's input allows {what}"
         assert "source.allowedHosts" in refusal
+
+
+def test_the_management_cluster_issues_tokens_as_the_oidc_provider_the_composition_trusts() -> None:
+    assert eks.issuer(SHIPPED_COMPOSITION) == "https://oidc.eks.us-east-1.amazonaws.com/id/EXAMPLE"
+
+
+def test_the_irsa_token_is_for_the_service_account_deploy_ships_and_the_composition_trusts() -> (
+    None
+):
+    namespace, name, role = eks.shipped_service_account()
+    settings = model.parse_input(_function_input(yaml.safe_load(SHIPPED_COMPOSITION.read_text())))
+    assert settings.backup is not None
+    irsa = settings.backup.trust.irsa
+    assert irsa is not None
+    assert (irsa.service_account.namespace, irsa.service_account.name) == (namespace, name)
+    assert role == "arn:aws:iam::123456789012:role/controlplane-backup-controller"
+
+
+def test_the_controllers_run_with_the_flags_deploy_ships_but_the_metrics_address() -> None:
+    backup = shipped.backup_controller()
+    assert backup.args == ("--leader-election",)
+    assert backup.env["POD_NAMESPACE"] == "controlplane-system"
+    # Shipped empty: WebIdentity follows the controller's IRSA role.
+    assert backup.env["CONTROLPLANE_BACKUP_CONTROLLER_WEB_IDENTITY_ROLE_ACCOUNT"] == ""
+    provider = shipped.provider()
+    assert provider.args == ("--leader-election", "--poll=1m")
+    assert provider.env["POD_NAMESPACE"] == "crossplane-system"
+    # The sandbox's Space takes seconds: its poll is shortened alike, the rest kept.
+    assert provider.with_flags(("--poll", "5s")) == ("--leader-election", "--poll", "5s")

@@ -16,9 +16,11 @@ from function.names import AwsNames
 from provider.backup.storage.tenancy import TenancyError
 from provider.backup.storage.web_identity import (
     WebIdentityPolicy,
+    account_setting,
     parse_accounts,
     parse_denied,
     parse_partition,
+    pod_irsa_role,
     team_role_name,
 )
 
@@ -241,3 +243,173 @@ def test_accounts_in_one_setting_are_split_on_spaces_and_commas() -> None:
 def test_denied_roles_are_kept_in_lower_case() -> None:
     mixed = CONTROLLER_ROLE.replace("controlplane-backup", "ControlPlane-Backup")
     assert parse_denied([mixed]) == {CONTROLLER_ROLE}
+
+
+IRSA_ROLE = CONTROLLER_ROLE
+SOURCE = "the test's IRSA role"
+# What the flags give when the operator lists no account: the IRSA role's, once known.
+BY_DEFAULT = WebIdentityPolicy(irsa_default=True)
+
+
+@dataclass(frozen=True)
+class IrsaCase:
+    reason: str
+    policy: WebIdentityPolicy
+    irsa_role: str
+    role_arn: str
+    # Empty: allowed; else the rule named in the refusal.
+    refused: str = ""
+    namespace: str = "team-a"
+    prefix: str = "team-a/myctp/"
+
+
+IRSA_CASES = [
+    IrsaCase(
+        "as shipped, the IRSA role's account is the one allowed: the team's role there opens",
+        BY_DEFAULT,
+        IRSA_ROLE,
+        f"arn:aws:iam::{ACCOUNT}:role/{TEAM_A_ROLE}",
+    ),
+    IrsaCase(
+        "as shipped, a role of any other account is refused, naming the setting",
+        BY_DEFAULT,
+        IRSA_ROLE,
+        f"arn:aws:iam::{FOREIGN}:role/{TEAM_A_ROLE}",
+        refused=f"is in AWS account {FOREIGN}, which the operator does not allow "
+        "(--web-identity-role-account)",
+    ),
+    IrsaCase(
+        "the IRSA role itself trusts the same subject, and is never a team's: refused",
+        BY_DEFAULT,
+        IRSA_ROLE,
+        IRSA_ROLE,
+        refused="or the web identity's own IRSA role",
+        namespace="controlplane",
+        prefix="controlplane/backup-controller/",
+    ),
+    IrsaCase(
+        "another namespace's role in the IRSA role's account is still refused",
+        BY_DEFAULT,
+        IRSA_ROLE,
+        f"arn:aws:iam::{ACCOUNT}:role/{AwsNames.of('b', 'team-b', 'myctp').role}",
+        refused="must name the backup role of control plane myctp in namespace team-a",
+    ),
+    IrsaCase(
+        "without an IRSA role and with no account listed it is off, saying what to set",
+        BY_DEFAULT,
+        "",
+        f"arn:aws:iam::{ACCOUNT}:role/{TEAM_A_ROLE}",
+        refused="assumeRoleWith WebIdentity is off: the operator lists no AWS account "
+        "(--web-identity-role-account) and the web identity has no IRSA role, whose account "
+        f"would be the default ({SOURCE})",
+    ),
+    IrsaCase(
+        "listed accounts are the operator's word: the IRSA role's account is not added",
+        WebIdentityPolicy(frozenset({FOREIGN})),
+        IRSA_ROLE,
+        f"arn:aws:iam::{ACCOUNT}:role/{TEAM_A_ROLE}",
+        refused=f"is in AWS account {ACCOUNT}, which the operator does not allow",
+    ),
+    IrsaCase(
+        "with listed accounts the IRSA role is denied all the same",
+        WebIdentityPolicy(frozenset({ACCOUNT})),
+        IRSA_ROLE,
+        IRSA_ROLE,
+        refused="or the web identity's own IRSA role",
+        namespace="controlplane",
+        prefix="controlplane/backup-controller/",
+    ),
+    IrsaCase(
+        "'none' keeps it off whatever the pod has",
+        WebIdentityPolicy(),
+        IRSA_ROLE,
+        f"arn:aws:iam::{ACCOUNT}:role/{TEAM_A_ROLE}",
+        refused="the operator allows no AWS account's roles (--web-identity-role-account)",
+    ),
+    IrsaCase(
+        "the IRSA role's partition comes with its account",
+        BY_DEFAULT,
+        f"arn:aws-cn:iam::{ACCOUNT}:role/controlplane-backup-controller",
+        f"arn:aws-cn:iam::{ACCOUNT}:role/{TEAM_A_ROLE}",
+    ),
+    IrsaCase(
+        "so a role of the same account in another partition is refused",
+        BY_DEFAULT,
+        f"arn:aws-cn:iam::{ACCOUNT}:role/controlplane-backup-controller",
+        f"arn:aws:iam::{ACCOUNT}:role/{TEAM_A_ROLE}",
+        refused="is in partition aws, not aws-cn",
+    ),
+]
+
+
+@pytest.mark.parametrize("case", IRSA_CASES, ids=lambda c: c.reason)
+def test_by_default_web_identity_follows_the_operators_irsa_role(case: IrsaCase) -> None:
+    policy = case.policy.resolved(case.irsa_role, SOURCE)
+    if not case.refused:
+        policy.check_role(case.role_arn, case.namespace, case.prefix)
+        return
+    with pytest.raises(TenancyError) as refused:
+        policy.check_role(case.role_arn, case.namespace, case.prefix)
+    assert case.refused in str(refused.value)
+
+
+@dataclass(frozen=True)
+class PodCase:
+    reason: str
+    environ: dict[str, str]
+    want: str
+
+
+POD_CASES = [
+    PodCase(
+        "EKS's webhook sets both the role and the token file: that is the pod's IRSA role",
+        {"AWS_ROLE_ARN": IRSA_ROLE, "AWS_WEB_IDENTITY_TOKEN_FILE": "/var/run/token"},
+        IRSA_ROLE,
+    ),
+    PodCase("a role without a projected token is no IRSA", {"AWS_ROLE_ARN": IRSA_ROLE}, ""),
+    PodCase("nothing set: no IRSA", {}, ""),
+]
+
+
+@pytest.mark.parametrize("case", POD_CASES, ids=lambda c: c.reason)
+def test_the_pods_irsa_role_is_what_eks_sets(case: PodCase) -> None:
+    assert pod_irsa_role(case.environ) == case.want
+
+
+@dataclass(frozen=True)
+class AccountSettingCase:
+    reason: str
+    values: list[str]
+    want: tuple[frozenset[str], bool] | None
+    error: str = ""
+
+
+ACCOUNT_SETTINGS = [
+    AccountSettingCase("nothing listed: the IRSA role's account", [], (frozenset(), True)),
+    AccountSettingCase("an empty variable lists nothing", [""], (frozenset(), True)),
+    AccountSettingCase("listed accounts, and no default", [ACCOUNT], (frozenset({ACCOUNT}), False)),
+    AccountSettingCase("'none' turns it off", ["none"], (frozenset(), False)),
+    AccountSettingCase(
+        "'none' with an account is a contradiction", [f"none {ACCOUNT}"], None, "cannot be listed"
+    ),
+]
+
+
+@pytest.mark.parametrize("case", ACCOUNT_SETTINGS, ids=lambda c: c.reason)
+def test_the_account_setting_says_whether_the_irsa_role_is_the_default(
+    case: AccountSettingCase,
+) -> None:
+    if case.want is not None:
+        assert account_setting(case.values) == case.want
+        return
+    with pytest.raises(ValueError, match=case.error):
+        account_setting(case.values)
+
+
+def test_the_policy_in_force_is_described_for_the_log_without_a_token() -> None:
+    on = BY_DEFAULT.resolved(IRSA_ROLE, SOURCE).describe()
+    assert on == (
+        f"WebIdentity Backups may name roles of account(s) {ACCOUNT} in partition aws; "
+        f"denied roles: {IRSA_ROLE}"
+    )
+    assert BY_DEFAULT.resolved("", SOURCE).describe().startswith("WebIdentity is off: ")

@@ -213,14 +213,14 @@ class GoneTimes:
 _SAMPLE = re.compile(r"^([a-zA-Z_:][\w:]*)(?:\{([^}]*)\})? ([0-9.eE+-]+)$", re.MULTILINE)
 
 
-def metric_total(port: int, name: str, **labels: str) -> float:
-    """The sum of a Prometheus counter's samples (served on loopback ``port``) with ``labels``."""
+def metric_total(port: int, metric: str, **labels: str) -> float:
+    """The sum of a Prometheus metric's samples (served on loopback ``port``) with ``labels``."""
     no_proxy = urllib.request.build_opener(urllib.request.ProxyHandler({}))
     with no_proxy.open(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
         text = response.read().decode()
     found = 0.0
     for sample, label_text, value in _SAMPLE.findall(text):
         present = dict(re.findall(r'(\w+)="([^"]*)"', label_text))
-        if sample == name and all(present.get(k) == v for k, v in labels.items()):
+        if sample == metric and all(present.get(k) == v for k, v in labels.items()):
             found += float(value)
     return found

@@ -73,9 +73,11 @@ def test_the_schedule_fires_and_the_archive_lands_in_s3_with_the_team_roles_cred
     status = backup["status"]
     location = status["location"]
     assert location["key"].startswith(f"{team.namespace}/{team.name}/")
-    # The writer's own key signed only STS requests: it has no identity in SeaweedFS
-    # at all, so the archive got there with the session of the role it assumed.
-    assert platform.aws.moto.key_last_used_by(platform.aws.writer.access_key) == "sts"
+    # As shipped (irsa trust): the controller has no AWS key of its own; it passed the
+    # token EKS projects for it straight into the team's role, whose session wrote this.
+    assert backup["spec"]["storage"]["assumeRoleWith"] == "WebIdentity"
+    assert platform.backup_controller.env["AWS_ACCESS_KEY_ID"] == ""
+    assert "AWS_WEB_IDENTITY_TOKEN_FILE" in platform.backup_controller.files
     # The archive as stored: its digest, and every file's checksum verified.
     seaweed = platform.aws.seaweed
     use_credentials(monkeypatch, seaweed.access_key, seaweed.secret_key)

@@ -25,6 +25,7 @@ from typing import Any
 
 from provider import kube
 from provider import kubeconfig as kubeconfig_rules
+from provider.backup.controllers.last_backup import BACKUP_FAILED
 from provider.backup.controllers.retention import (
     DeletionPolicy,
     deletion_policy,
@@ -61,16 +62,24 @@ from provider.model import (
     credentials_namespace,
     parse,
 )
+from provider.runtime import metrics
 from provider.runtime.durations import format_go_duration
 from provider.runtime.timestamps import format_timestamp
 
 BACKUPS = Resource(GROUP, VERSION, "backups", "Backup")
 BACKUP_SCHEDULES = Resource(GROUP, VERSION, "backupschedules", "BackupSchedule")
 ARCHIVE_FINALIZER = "controlplane.spaces.upbound.io/archive"
+# On every Backup a BackupSchedule makes: the schedule's name (its failures are
+# counted per schedule).
+SCHEDULE_LABEL = "controlplane.spaces.upbound.io/schedule"
 MAX_ATTEMPTS = 3
 # How long one attempt may read a control plane and write its archive.
 DEFAULT_DEADLINE_SECONDS = 30 * 60.0
 DEADLINE_EXCEEDED = "DeadlineExceeded"
+# Refused before it ran: storage outside the namespace's prefix or the operator's
+# rules (endpoints, web identity roles), or a spec that cannot be read.
+STORAGE_REFUSED = "StorageRefused"
+INVALID_SPEC = "InvalidSpec"
 PENDING, IN_PROGRESS, COMPLETED, FAILED = "Pending", "InProgress", "Completed", "Failed"
 
 log = logging.getLogger(__name__)
@@ -198,9 +207,9 @@ class BackupReconciler:
             self._check_role(backup)
             life = read_life(backup)
         except TenancyError as error:
-            return await self._refused(backup, "StorageRefused", str(error))
+            return await self._refused(backup, STORAGE_REFUSED, str(error))
         except ValueError as error:
-            return await self._refused(backup, "InvalidSpec", str(error))
+            return await self._refused(backup, INVALID_SPEC, str(error))
         finalizers = backup["metadata"].setdefault("finalizers", [])
         # Only a Backup whose deletion deletes its archive waits for it.
         if deletion_policy(life) is DeletionPolicy.DELETE and ARCHIVE_FINALIZER not in finalizers:
@@ -405,6 +414,7 @@ class BackupReconciler:
         status["completedAt"] = now
         _set_condition(status, "Failed", reason, message, now)
         await self.local.replace_status(BACKUPS, backup)
+        _count_failure(backup, reason)
         await self.events.record(backup, "Warning", reason, message)
         return await self._finished(backup)
 
@@ -416,12 +426,13 @@ class BackupReconciler:
             "backup attempt failed",
             extra={"fields": {"backup": backup["metadata"]["name"], "error": message}},
         )
-        await self.events.record(backup, "Warning", "BackupFailed", message)
+        await self.events.record(backup, "Warning", BACKUP_FAILED, message)
         if status["retries"] >= MAX_ATTEMPTS:
             status["phase"] = FAILED
             status["completedAt"] = now
-            _set_condition(status, "Failed", "BackupFailed", message, now)
+            _set_condition(status, "Failed", BACKUP_FAILED, message, now)
             await self.local.replace_status(BACKUPS, backup)
+            _count_failure(backup, BACKUP_FAILED)
             return await self._finished(backup)
         status["phase"] = PENDING
         # The condition says why while it retries; it is not Failed for good yet.
@@ -529,6 +540,14 @@ class BackupReconciler:
             or schedule["metadata"].get("uid") != owner.get("uid")
             or bool(schedule["metadata"].get("deletionTimestamp"))
         )
+
+
+def _count_failure(backup: Mapping[str, Any], reason: str) -> None:
+    """Count a Backup that failed for good against its schedule, if a schedule made it."""
+    metadata = backup["metadata"]
+    schedule = (metadata.get("labels") or {}).get(SCHEDULE_LABEL)
+    if schedule:
+        metrics.count_backup_failure(str(metadata["namespace"]), str(schedule), reason)
 
 
 def controller_of(obj: Mapping[str, Any]) -> dict[str, Any] | None:

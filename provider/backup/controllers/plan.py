@@ -66,8 +66,9 @@ class BackupRecord:
 class SchedulePlan:
     """What the controller does now, and what it writes into the schedule's status.
 
-    ``last_backup`` and ``last_successful_backup`` describe the Backups as they stand
-    once the plan is carried out: the one created counts, the ones deleted do not.
+    ``last_backup``, ``last_successful_backup`` and ``last_finished_backup`` (the newest
+    Completed or Failed) describe the Backups as they stand once the plan is carried
+    out: the one created counts, the ones deleted do not.
     """
 
     create: str | None
@@ -76,6 +77,7 @@ class SchedulePlan:
     next_run: datetime | None
     last_backup: str | None
     last_successful_backup: str | None
+    last_finished_backup: str | None = None
 
 
 def backup_name(schedule: str, at: datetime) -> str:
@@ -189,6 +191,7 @@ def plan(
         next_run=None if suspend else cron.next_after(now),
         last_backup=_newest(kept),
         last_successful_backup=_newest(successful),
+        last_finished_backup=_newest([b for b in kept if b.phase in FINISHED_PHASES]),
     )
 
 

@@ -13,6 +13,12 @@ restorable in the bucket), then takes its final Backup, not owned by it,
 the control plane), and lets go once that Backup is
 Completed or Failed, or the bounded wait is over: saying so in an event and the
 ``FinalBackup`` condition, and in an event on the composite that owns it.
+
+A schedule says how its newest finished Backup went (``backup.last_backup``):
+``LastBackup`` False with that Backup's name, reason and message while it failed,
+and ``Ready`` False with it, until a later Backup completes; a new failure is
+told in an event on the schedule and on its composite. Its metrics (the time of
+the newest Completed Backup, whether the newest failed) are set at every look.
 """
 
 from __future__ import annotations
@@ -24,23 +30,25 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from provider import kube
-from provider.backup.controllers import final
+from provider.backup.controllers import final, last_backup
 from provider.backup.controllers.backups import (
     BACKUP_SCHEDULES,
     BACKUPS,
+    SCHEDULE_LABEL,
+    STORAGE_REFUSED,
     check_storage,
     controller_of,
 )
 from provider.backup.controllers.cron import Cron, CronError
-from provider.backup.controllers.plan import BackupRecord, parse_ttl, plan
+from provider.backup.controllers.plan import BackupRecord, SchedulePlan, parse_ttl, plan
 from provider.backup.controllers.retention import DELETION_POLICY_ANNOTATION, RETAIN, DeletionPolicy
 from provider.backup.storage.tenancy import EndpointPolicy, TenancyError
 from provider.events import EventRecorder
 from provider.kube import Cluster
 from provider.managed.reconciler import Result
+from provider.runtime import metrics
 from provider.runtime.timestamps import format_timestamp, parse_timestamp
 
-SCHEDULE_LABEL = "controlplane.spaces.upbound.io/schedule"
 SCHEDULED_FOR = "controlplane.spaces.upbound.io/scheduled-for"
 FINALIZER = "controlplane.spaces.upbound.io/final-backup"
 # The final Backup's labels: its schedule's name (to find it, and to wake the
@@ -174,6 +182,7 @@ class ScheduleReconciler:
         """
         schedule = await self.local.get(BACKUP_SCHEDULES, namespace, name)
         if schedule is None:
+            metrics.forget_backup_schedule(namespace, name)
             return Result()
         if schedule["metadata"].get("deletionTimestamp"):
             return await self._finalize(schedule)
@@ -197,7 +206,7 @@ class ScheduleReconciler:
         try:
             check_storage(schedule, self.endpoints)
         except TenancyError as error:
-            self._condition(status, "False", "StorageRefused", str(error), now)
+            self._condition(status, "False", STORAGE_REFUSED, str(error), now)
             if status != before:
                 await self.local.replace_status(BACKUP_SCHEDULES, schedule)
             return Result()
@@ -230,14 +239,59 @@ class ScheduleReconciler:
             status["nextScheduleTime"] = format_timestamp(decision.next_run)
         else:
             status.pop("nextScheduleTime", None)
-        message = "suspended" if spec.get("suspend") else ""
-        self._condition(status, "True", "Suspended" if message else "Scheduled", message, now)
-        if status != before:
-            await self.local.replace_status(BACKUP_SCHEDULES, schedule)
+        await self._report(schedule, before, owned, decision, now)
         if decision.next_run is None:
             return Result(requeue_after=MAX_WAIT.total_seconds())
         wait = min(decision.next_run - now, MAX_WAIT)
         return Result(requeue_after=max(wait.total_seconds(), 1.0))
+
+    async def _report(
+        self,
+        schedule: dict[str, Any],
+        before: Mapping[str, Any],
+        owned: list[dict[str, Any]],
+        decision: SchedulePlan,
+        now: datetime,
+    ) -> None:
+        """Write Ready and LastBackup (when they changed), the metrics, and a new failure's events.
+
+        ``before`` is the status as read; ``owned`` the Backups the schedule owns.
+        """
+        namespace, name = schedule["metadata"]["namespace"], schedule["metadata"]["name"]
+        status = schedule["status"]
+        by_name = {b["metadata"]["name"]: b for b in owned}
+        last = last_backup.of(by_name.get(decision.last_finished_backup or ""))
+        told = self._condition(
+            status, last.status, last.reason, last.message, now, type_=last_backup.LAST_BACKUP
+        )
+        if last.failed:
+            self._condition(status, "False", last_backup.LAST_BACKUP_FAILED, last.message, now)
+        else:
+            message = "suspended" if (schedule.get("spec") or {}).get("suspend") else ""
+            self._condition(status, "True", "Suspended" if message else "Scheduled", message, now)
+        if status != before:
+            schedule = await self.local.replace_status(BACKUP_SCHEDULES, schedule)
+        successful = by_name.get(decision.last_successful_backup or "") or {}
+        completed_at = parse_timestamp((successful.get("status") or {}).get("completedAt"))
+        metrics.record_backup_schedule(
+            namespace,
+            name,
+            last_success=completed_at.timestamp() if completed_at else None,
+            last_failed=last.failed,
+        )
+        if told and last.failed:
+            await self._tell_failure(schedule, last)
+
+    async def _tell_failure(
+        self, schedule: Mapping[str, Any], last: last_backup.LastBackup
+    ) -> None:
+        """A Warning event, on the schedule and on its composite, that its newest Backup failed."""
+        await self._tell(schedule, "Warning", last.reason, last.message)
+        composite = await self._composite(schedule)
+        if composite is not None:
+            metadata = schedule["metadata"]
+            where = f"BackupSchedule {metadata['namespace']}/{metadata['name']}"
+            await self._tell(composite, "Warning", last.reason, f"{where}: {last.message}")
 
     async def _create(self, schedule: Mapping[str, Any], name: str, at: datetime) -> None:
         metadata = schedule["metadata"]
@@ -321,6 +375,7 @@ class ScheduleReconciler:
             f for f in schedule["metadata"].get("finalizers") or [] if f != FINALIZER
         ]
         await self.local.replace(BACKUP_SCHEDULES, schedule)
+        metrics.forget_backup_schedule(metadata["namespace"], metadata["name"])
         return Result()
 
     async def _retain_owned(self, schedule: Mapping[str, Any]) -> None:
@@ -446,7 +501,8 @@ class ScheduleReconciler:
         now: datetime,
         *,
         type_: str = "Ready",
-    ) -> None:
+    ) -> bool:
+        """Set the condition ``type_``; whether it changed (an unchanged one is left as it is)."""
         current = next((c for c in status.get("conditions") or [] if c.get("type") == type_), None)
         fresh = {"type": type_, "status": value, "reason": reason}
         if message:
@@ -456,9 +512,10 @@ class ScheduleReconciler:
             and all(current.get(k) == v for k, v in fresh.items())
             and (current.get("message", "") == message)
         ):
-            return
+            return False
         fresh["lastTransitionTime"] = format_timestamp(now)
         status["conditions"] = [
             *(c for c in status.get("conditions") or [] if c.get("type") != type_),
             fresh,
         ]
+        return True

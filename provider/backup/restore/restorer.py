@@ -41,6 +41,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
+import os
 import shutil
 import tempfile
 from collections import OrderedDict
@@ -78,9 +79,15 @@ from provider.backup.storage.s3 import (
     Store,
 )
 from provider.backup.storage.tenancy import EndpointPolicy, TenancyError, check_key
-from provider.backup.storage.web_identity import WebIdentityPolicy
+from provider.backup.storage.web_identity import (
+    IRSA_ANNOTATION,
+    POD_IRSA_SOURCE,
+    WebIdentityPolicy,
+    pod_irsa_role,
+)
 from provider.kube import (
     CRDS,
+    SERVICE_ACCOUNTS,
     Cluster,
     ForbiddenError,
     KubeError,
@@ -177,7 +184,9 @@ class Restorer:
         ``WebIdentity`` Backup's archive: the one its team role trusts, the
         backup controller's. None: the provider's own projected token.
         ``web_identity_roles`` are the roles such a Backup may name; by default
-        none, so a ``WebIdentity`` Backup is refused and no token is minted.
+        none, so a ``WebIdentity`` Backup is refused and no token is minted. With
+        ``irsa_default`` and no account, the account of the IRSA role of
+        ``web_identity`` (its annotation) is allowed, read at each restore.
         """
         self.local = local
         self.store = store
@@ -318,9 +327,8 @@ class Restorer:
             check_key(str(storage.get("prefix") or ""), key)
             if spec.assume_role_with == AssumeRoleWith.WEB_IDENTITY:
                 # Before any token is read or minted for it.
-                self.web_identity_roles.check_role(
-                    spec.role_arn, namespace, str(storage.get("prefix") or "")
-                )
+                policy = await self._web_identity_policy()
+                policy.check_role(spec.role_arn, namespace, str(storage.get("prefix") or ""))
         except TenancyError as error:
             msg = f"Backup {namespace}/{backup_name} is refused: {error}"
             raise RestoreError(msg) from None
@@ -338,6 +346,35 @@ class Restorer:
             )
             raise RestoreError(msg)
         return storage, key, sha256, size
+
+    async def _web_identity_policy(self) -> WebIdentityPolicy:
+        """The roles a WebIdentity Backup may name, given the web identity's own IRSA role.
+
+        That role is the one EKS gives the ServiceAccount whose token is minted (its
+        ``eks.amazonaws.com/role-arn`` annotation), or with no account to borrow the
+        provider's own (``AWS_ROLE_ARN``). The annotation is read, never a token
+        minted, before the role is checked; a ServiceAccount that cannot be read
+        refuses the restore only when the policy needs its role (no account listed).
+        """
+        policy = self.web_identity_roles
+        account = self.web_identity
+        if account is None:
+            return policy.resolved(pod_irsa_role(os.environ), POD_IRSA_SOURCE)
+        source = f"the {IRSA_ANNOTATION} annotation of ServiceAccount {account}"
+        try:
+            found = await self.local.get(SERVICE_ACCOUNTS, account.namespace, account.name)
+        except KubeError as error:
+            if policy.accounts or not policy.irsa_default:
+                return policy
+            why = (
+                "forbidden (the provider's RBAC must allow get on it)"
+                if isinstance(error, ForbiddenError)
+                else str(error)
+            )
+            msg = f"cannot read ServiceAccount {account}, whose IRSA role is the default: {why}"
+            raise RestoreError(msg) from None
+        annotations = ((found or {}).get("metadata") or {}).get("annotations") or {}
+        return policy.resolved(str(annotations.get(IRSA_ANNOTATION) or ""), source)
 
     async def _storage_spec(self, storage: Mapping[str, Any], namespace: str) -> StorageSpec:
         """The Backup's storage; a ``WebIdentity`` one with a token of ``web_identity``.

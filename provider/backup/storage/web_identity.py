@@ -9,12 +9,23 @@ controller's own IRSA role, a platform role, a role in another account trusting
 this cluster's OIDC provider. So the operator says which roles a Backup may
 name, and everything else is refused before a token is read or minted:
 
-- none at all unless the operator lists the AWS accounts whose roles may be
-  named (``--web-identity-role-account``): off by default;
-- only ``arn:<partition>:iam::<listed account>:role/...``, in the operator's
-  partition (``--web-identity-partition``, ``aws`` by default);
-- never a role the operator denies (``--web-identity-denied-role``: the
-  controller's own role, a platform role);
+- only roles of the AWS accounts the operator lists
+  (``--web-identity-role-account``); listing none, the account of the web
+  identity's own IRSA role (``resolved``): the role EKS gives the backup
+  controller's ServiceAccount (its ``eks.amazonaws.com/role-arn`` annotation,
+  which the pod identity webhook passes to the pod as ``AWS_ROLE_ARN`` with
+  ``AWS_WEB_IDENTITY_TOKEN_FILE``). That role is the operator's, in the
+  operator's account, set where no team can write (the controller's namespace),
+  so on the install the README describes (EKS with IRSA, trust mode ``irsa``)
+  WebIdentity works as shipped and reaches only the operator's account. Without
+  an IRSA role and a listed account it is off, and ``--web-identity-role-account
+  none`` turns it off whatever the pod has;
+- only ``arn:<partition>:iam::<allowed account>:role/...``, in the IRSA
+  role's partition or, for listed accounts, ``--web-identity-partition``
+  (``aws`` by default);
+- never the web identity's own IRSA role (it trusts the very subject the team
+  roles trust), nor a role the operator denies (``--web-identity-denied-role``:
+  a platform role);
 - only the role the function names for the Backup's own control plane:
   ``<namespace>-<composite>-<hash of namespace/composite>-backup``, exactly,
   with the composite taken from ``storage.prefix`` (``<namespace>/<composite>/``,
@@ -22,19 +33,31 @@ name, and everything else is refused before a token is read or minted:
   not do: namespace ``team`` could name ``team-a-...`` roles. So a Backup in
   ``team`` cannot name ``team-a``'s role, nor a role of the platform's.
 
-Pure: no AWS, no Kubernetes.
+Pure: no AWS, no Kubernetes (the caller reads the IRSA role: the pod's
+environment, or the annotation of the ServiceAccount whose token it mints).
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Iterable
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
 
 from provider.backup.storage.tenancy import TenancyError
 
 DEFAULT_PARTITION = "aws"
+# What --web-identity-role-account takes to turn WebIdentity off whatever the pod has.
+NONE = "none"
+# The ServiceAccount annotation that gives its pods an IAM role (IRSA), and the
+# variables EKS's pod identity webhook then sets in them.
+IRSA_ANNOTATION = "eks.amazonaws.com/role-arn"
+ROLE_ARN_VARIABLE = "AWS_ROLE_ARN"
+TOKEN_FILE_VARIABLE = "AWS_WEB_IDENTITY_TOKEN_FILE"  # noqa: S105 (a variable's name)
+POD_IRSA_SOURCE = (
+    f"{ROLE_ARN_VARIABLE} with {TOKEN_FILE_VARIABLE}, which EKS sets from the "
+    f"ServiceAccount's {IRSA_ANNOTATION} annotation"
+)
 ACCOUNT = re.compile(r"[0-9]{12}")
 PARTITION = re.compile(r"aws(?:-[a-z]+)*")
 # An IAM role's ARN: its path (none, or segments ending in "/") and its name.
@@ -73,11 +96,58 @@ class WebIdentityPolicy:
         partition: The partition of those accounts (``aws``, ``aws-cn``, ``aws-us-gov``...).
         denied: Role ARNs never assumed for a team, in lower case (IAM role names are
             case-insensitive).
+        irsa_default: With no account listed, ``resolved`` allows the account of the
+            web identity's own IRSA role.
+        irsa_source: Where that role was read (for messages); empty before ``resolved``.
     """
 
     accounts: frozenset[str] = field(default_factory=frozenset)
     partition: str = DEFAULT_PARTITION
     denied: frozenset[str] = field(default_factory=frozenset)
+    irsa_default: bool = False
+    irsa_source: str = ""
+
+    def resolved(self, irsa_role: str, source: str) -> WebIdentityPolicy:
+        """The policy in force when the web identity's own IRSA role is ``irsa_role``.
+
+        That role trusts the very subject the team roles trust, and is never a
+        team's: it is denied. With ``irsa_default`` and no account listed, its
+        account, in its partition, is the one allowed. ``irsa_role`` empty (or not
+        a role's ARN): nothing is added. ``source`` says where it was read.
+        """
+        found = ROLE_ARN.fullmatch(irsa_role)
+        if found is None:
+            return replace(self, irsa_source=source)
+        denied = self.denied | {irsa_role.lower()}
+        if self.accounts or not self.irsa_default:
+            return replace(self, denied=denied, irsa_source=source)
+        return replace(
+            self,
+            accounts=frozenset({found["account"]}),
+            partition=found["partition"],
+            denied=denied,
+            irsa_source=source,
+        )
+
+    def describe(self) -> str:
+        """The policy in a line for the log (role ARNs and account ids: no secret)."""
+        if not self.accounts:
+            return "WebIdentity is off: " + self._off()
+        accounts = ", ".join(sorted(self.accounts))
+        denied = ", ".join(sorted(self.denied)) or "none"
+        return (
+            f"WebIdentity Backups may name roles of account(s) {accounts} in partition "
+            f"{self.partition}; denied roles: {denied}"
+        )
+
+    def _off(self) -> str:
+        if not self.irsa_default:
+            return "the operator allows no AWS account's roles (--web-identity-role-account)"
+        where = self.irsa_source or POD_IRSA_SOURCE
+        return (
+            "the operator lists no AWS account (--web-identity-role-account) and the web "
+            f"identity has no IRSA role, whose account would be the default ({where})"
+        )
 
     def check_role(
         self, role_arn: str, namespace: str, prefix: str, where: str = "spec.storage.roleArn"
@@ -91,10 +161,7 @@ class WebIdentityPolicy:
             WebIdentityRefusedError: naming the field and the rule the role breaks.
         """
         if not self.accounts:
-            msg = (
-                f"{where}: assumeRoleWith WebIdentity is off: the operator allows no AWS "
-                "account's roles (--web-identity-role-account)"
-            )
+            msg = f"{where}: assumeRoleWith WebIdentity is off: {self._off()}"
             raise WebIdentityRefusedError(msg)
         found = ROLE_ARN.fullmatch(role_arn)
         if found is None:
@@ -114,7 +181,10 @@ class WebIdentityPolicy:
             )
             raise WebIdentityRefusedError(msg)
         if role_arn.lower() in self.denied:
-            msg = f"{where} is a role the operator denies to teams (--web-identity-denied-role)"
+            msg = (
+                f"{where} is a role the operator denies to teams (--web-identity-denied-role), "
+                "or the web identity's own IRSA role"
+            )
             raise WebIdentityRefusedError(msg)
         owner, _, rest = prefix.partition("/")
         composite = rest.removesuffix("/")
@@ -131,6 +201,31 @@ class WebIdentityPolicy:
                 f"{namespace}, {wanted} ({namespace}-<name>-<hash of namespace/name>-backup)"
             )
             raise WebIdentityRefusedError(msg)
+
+
+def pod_irsa_role(environ: Mapping[str, str]) -> str:
+    """The IRSA role of this pod: ``AWS_ROLE_ARN`` when EKS also projected a token; else ""."""
+    if not environ.get(TOKEN_FILE_VARIABLE):
+        return ""
+    return environ.get(ROLE_ARN_VARIABLE, "").strip()
+
+
+def account_setting(values: Iterable[str]) -> tuple[frozenset[str], bool]:
+    """``--web-identity-role-account``: the accounts listed, and whether none was.
+
+    Nothing listed: no account, and the IRSA role's is the default; ``none`` alone:
+    no account and no default (off).
+
+    Raises:
+        ValueError: naming the value and the rule.
+    """
+    listed = _items(values)
+    if listed == [NONE]:
+        return frozenset(), False
+    if NONE in listed:
+        msg = f"{NONE!r} turns WebIdentity off and cannot be listed with accounts"
+        raise ValueError(msg)
+    return parse_accounts(listed), not listed
 
 
 def parse_accounts(values: Iterable[str]) -> frozenset[str]:
