@@ -1,9 +1,18 @@
-"""Flux's source-controller and kustomize-controller as processes, with their CRDs.
+"""Flux's source-controller and kustomize-controller as processes, with their CRDs and RBAC.
 
 Both read KUBECONFIG (they have no flag for it), listen on loopback ports of
 their own, and need all six source CRDs and the Kustomization CRD installed,
 or they exit or hang. source-controller serves artifacts from a folder on a
 loopback address; kustomize-controller fetches them from there.
+
+Each runs as the ServiceAccount Flux's own install gives it, with the
+ClusterRoles and bindings of that install (flux2's manifests/rbac at the
+release tools/flux/cli pins, copied by `tools/build.sh flux_install`): the
+`crd-controller` role for both, and `cluster-reconciler`, which binds
+kustomize-controller to cluster-admin as `flux install` does. What keeps a
+team from applying with those rights is the multi-tenancy lockdown:
+`REQUIRED_KUSTOMIZE_FLAGS` and deploy/tenancy's admission policy on
+Kustomizations (docs/security.md).
 """
 
 from __future__ import annotations
@@ -12,7 +21,9 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from sandbox import identity, kubectl
 from sandbox.apiserver import APIServer, free_port
+from sandbox.identity import ServiceAccount
 from sandbox.paths import TOOLS, TOOLS_BIN
 from sandbox.processes import Process
 from sandbox.spaces import Kube
@@ -24,6 +35,8 @@ CRD_FOLDERS = (
     TOOLS / "flux" / "source-controller" / "crds",
     TOOLS / "flux" / "kustomize-controller" / "crds",
 )
+# Flux's install RBAC and ServiceAccounts (tools/build.sh flux_install).
+INSTALL_FOLDER = TOOLS / "flux" / "install"
 NAMESPACE = "flux-system"
 _LOOPBACK = "127.0.0.1"
 _NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
@@ -54,6 +67,11 @@ class _Controller:
     # A cgroup (its folder) the controller runs in from its first instruction.
     cgroup: Path | None = None
 
+    @property
+    def account(self) -> ServiceAccount:
+        """The ServiceAccount Flux's install runs this controller as (named after it)."""
+        return ServiceAccount(NAMESPACE, self.name)
+
     def start(self, server: APIServer, workdir: Path) -> None:
         if not self.binary.is_file():
             target = self.name.replace("-", "_")
@@ -70,11 +88,15 @@ class _Controller:
             # container's runtime does: the limit holds the controller's pid itself.
             join = 'echo $$ > "$0/cgroup.procs" && exec "$@"'
             argv = ["/bin/sh", "-c", join, str(self.cgroup), *argv]
+        path = workdir / "identities" / f"{self.name}.kubeconfig"
         self.process = Process(
             self.name,
             argv,
             workdir / f"{self.name}.log",
-            env={"KUBECONFIG": str(server.kubeconfig_path), "RUNTIME_NAMESPACE": NAMESPACE},
+            env={
+                "KUBECONFIG": str(identity.kubeconfig(server, self.account, path)),
+                "RUNTIME_NAMESPACE": NAMESPACE,
+            },
         )
         self.process.start(lambda: _healthy(self.health_port), timeout=120)
 
@@ -92,10 +114,17 @@ class Flux:
     kustomize_cgroup: Path | None = None
 
     def install(self) -> None:
-        """Install the Flux CRDs and namespace, and wait until they are served."""
+        """Install the Flux CRDs, namespace, ServiceAccounts and RBAC, as Flux's install does."""
         kube = Kube(self.server)
         kube.apply_crds(*CRD_FOLDERS)
         kube.namespace(NAMESPACE)
+        if not INSTALL_FOLDER.is_dir():
+            raise FileNotFoundError(f"{INSTALL_FOLDER} is missing: run tools/build.sh flux_install")
+        kubectl.kubectl(
+            self.server.kubeconfig_path,
+            *("apply", "--server-side", "--field-manager=sandbox"),
+            *("--namespace", NAMESPACE, "-f", str(INSTALL_FOLDER)),
+        )
 
     def start(self) -> None:
         """Start both controllers; wait until each one's /readyz answers."""

@@ -79,6 +79,7 @@ class Step:
 STEPS = (
     Step("crossplane", How.HELM, "deploy/crossplane/values.yaml"),
     Step("crossplane-rules", How.KUSTOMIZE, "deploy/crossplane"),
+    Step("tenancy", How.KUSTOMIZE, "deploy/tenancy"),
     Step("backup-controller", How.KUSTOMIZE, "deploy/backup-controller"),
     Step("provider-runtime", How.KUSTOMIZE, "deploy/provider"),
     Step("packages", How.KUSTOMIZE, "deploy/packages"),

@@ -479,10 +479,11 @@ class Platform:
     def _install_deploy(self) -> None:
         """What deploy/ ships for the controllers; wait for the Backup CRDs.
 
-        Core's extra rules, the Backup controller (its namespace first: the
+        Core's extra rules, the tenancy rules (connection secrets, Flux's
+        Kustomizations), the Backup controller (its namespace first: the
         provider's Role lives there), the provider's runtime config and rules.
         """
-        for name in ("crossplane-rules", "backup-controller", "provider-runtime"):
+        for name in ("crossplane-rules", "tenancy", "backup-controller", "provider-runtime"):
             self._apply(name)
         for path in sorted(BACKUP_CRDS.glob("*.yaml")):
             name = yaml.safe_load(path.read_text())["metadata"]["name"]

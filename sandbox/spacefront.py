@@ -45,9 +45,13 @@ clients speak HTTP/1.1 only. Requests and responses are streamed both ways
 (watches stay open, chunk by chunk); status, headers and bodies pass through
 unchanged, compressed ones too. The caller's token is checked and dropped; the
 front talks to the API server as its admin (the client certificate of
-`APIServer.kubeconfig`). Connection upgrades (``kubectl exec``, ``port-forward``)
-are not proxied. In the sandbox the in-cluster kubeconfig names the same loopback
-URL as the other one: the sandbox's "pods" are processes on this host.
+`APIServer.kubeconfig`), and to a hosted control plane as the token's user
+(`CONTROLPLANE_USER`, impersonated by that admin): the control plane's RBAC
+binds it to a controlplane-admin equivalent (`sandbox.token_role`), so a request
+the token's role does not allow is refused by the API server itself.
+Connection upgrades (``kubectl exec``, ``port-forward``) are not proxied. In
+the sandbox the in-cluster kubeconfig names the same loopback URL as the other
+one: the sandbox's "pods" are processes on this host.
 """
 
 from __future__ import annotations
@@ -80,6 +84,7 @@ from yarl import URL
 
 from sandbox.apiserver import APIServer
 from sandbox.pki import KeyPair, certificate_authority, issue
+from sandbox.token_role import CONTROLPLANE_GROUP, CONTROLPLANE_USER, grant
 
 LOOPBACK = "127.0.0.1"
 API_GROUP_PATH = "/apis/spaces.upbound.io/v1beta1"
@@ -295,6 +300,13 @@ class _Upstream:
     server: APIServer
     token: str
     session: aiohttp.ClientSession
+    # A hosted control plane's: requests go on as CONTROLPLANE_USER, not as its admin,
+    # so the control plane's own RBAC and admission answer them.
+    as_token_user: bool = False
+
+
+# Headers asking the API server to impersonate: the token's role grants none.
+_IMPERSONATION = "impersonate-"
 
 
 class SpaceFront:
@@ -396,7 +408,10 @@ class SpaceFront:
         """Route ``group/name``'s prefix to ``server`` with a new token; its kubeconfig.
 
         Registering a control plane again replaces its API server and its token.
+        The control plane's RBAC holds the token to its role first
+        (`sandbox.token_role`): the front sends its requests on as that user.
         """
+        grant(server)
 
         async def add() -> None:
             old = self._control_planes.get((group, name))
@@ -406,6 +421,7 @@ class SpaceFront:
                 server=server,
                 token=secrets.token_urlsafe(32),
                 session=_upstream_session(server),
+                as_token_user=True,
             )
 
         self._call(add())
@@ -605,6 +621,19 @@ async def _forward(request: web.Request, backend: _Upstream, path: str) -> web.S
     if request.rel_url.raw_query_string:
         target += "?" + request.rel_url.raw_query_string
     headers = forwarded_headers(request.headers.items(), _NOT_FORWARDED_UPSTREAM)
+    if backend.as_token_user:
+        # The token's role grants no impersonation: a client asking for it (Flux's
+        # --default-service-account, kubectl --as) is refused as the API server would.
+        asked = [key for key in headers if key.lower().startswith(_IMPERSONATION)]
+        if asked:
+            return _status(
+                403,
+                "Forbidden",
+                f'users is forbidden: User "{CONTROLPLANE_USER}" cannot impersonate resource '
+                '"users" in API group "" at the cluster scope',
+            )
+        headers["Impersonate-User"] = CONTROLPLANE_USER
+        headers["Impersonate-Group"] = CONTROLPLANE_GROUP
     try:
         upstream = await backend.session.request(
             request.method,

@@ -18,7 +18,8 @@
 #   tools/build.sh crossplane      build one (crossplane, crossplane_core,
 #                                  crane, kube_apiserver, kube_controller_manager,
 #                                  kubectl, etcd, source_controller,
-#                                  kustomize_controller, controller_gen,
+#                                  kustomize_controller, flux_install (Flux's
+#                                  install RBAC), controller_gen,
 #                                  sops, age_keygen, plan_build, helm, flux_cli
 #                                  (the bench's baseline; never by default),
 #                                  promtool, prometheus (monitoring; never by
@@ -105,6 +106,33 @@ build_kustomize_controller() {
   local module="github.com/fluxcd/kustomize-controller" dir="${root}/tools/flux/kustomize-controller"
   build_pinned kustomize-controller "${dir}" "${module}" "${module}"
   module_files "${dir}" "${module}" config/crd/bases flux/kustomize-controller/crds
+}
+
+# Flux's own install RBAC, from flux2's manifests at the release tools/flux/cli
+# pins (the module carries manifests/rbac and each controller's base): the
+# ClusterRoles and bindings `flux install` applies and the ServiceAccounts of
+# source-controller and kustomize-controller, into .tools/flux/install. The
+# sandbox runs both controllers as those accounts (sandbox/flux.py).
+build_flux_install() {
+  local module="github.com/fluxcd/flux2/v2" dir="${root}/tools/flux/cli" out="${root}/.tools/flux/install"
+  local want; want="$(pinned "${dir}" "${module}")"
+  if [ -f "${out}/VERSION" ] && [ "$(cat "${out}/VERSION")" = "${want}" ]; then
+    echo "flux install RBAC ${want}: cached"
+    return
+  fi
+  echo "flux install RBAC ${want}: copying"
+  local source; source="$(cd "${dir}" && go mod download "${module}" && go list -m -f '{{.Dir}}' "${module}")"
+  rm -rf "${out}"
+  mkdir -p "${out}"
+  local file controller
+  for file in controller reconciler edit view; do
+    cp "${source}/manifests/rbac/${file}.yaml" "${out}/rbac-${file}.yaml"
+  done
+  for controller in source-controller kustomize-controller; do
+    cp "${source}/manifests/bases/${controller}/account.yaml" "${out}/${controller}-account.yaml"
+  done
+  chmod u+w "${out}/"*.yaml
+  echo "${want}" >"${out}/VERSION"
 }
 
 # A command of k8s.io/kubernetes (kube-apiserver, kubectl), pinned by tools/kube.
@@ -358,7 +386,7 @@ build_crds() {
 
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=(crossplane crossplane_core crane kube_apiserver
-  kube_controller_manager kubectl etcd source_controller kustomize_controller sops age_keygen
+  kube_controller_manager kubectl etcd source_controller kustomize_controller flux_install sops age_keygen
   plan_build helm crds)
 for target in "${targets[@]}"; do
   "build_${target}"

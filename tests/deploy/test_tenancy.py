@@ -2,6 +2,9 @@
 
 - Connection secrets are the provider's: a ValidatingAdmissionPolicy refuses a
   team that creates, changes (a controller reference of its own) or deletes one.
+- No Kustomization outside flux-system is applied with kustomize-controller's
+  own rights (cluster-admin, as Flux's install binds it): another policy
+  refuses one that names neither a kubeconfig Secret nor a ServiceAccount.
 - A team namespace holds a bounded number of Kustomizations (a ResourceQuota,
   counted by the real quota controller), so it cannot take every
   kustomize-controller worker of a Flux sized above it.
@@ -31,6 +34,7 @@ from tests.schemas import ROOT
 
 TENANCY = ROOT / "deploy" / "tenancy"
 TEAM = "team-a"
+FLUX = "flux-system"
 PROVIDER = "system:serviceaccount:crossplane-system:provider-controlplane"
 TEAM_USER = "alice"
 CONNECTION_TYPE = "connection.crossplane.io/v1alpha1"
@@ -106,6 +110,7 @@ def policed(kube_etcd: Etcd) -> Iterator[APIServer]:
     team and the provider write Secrets there: what refuses them is the policy alone."""
     with APIServerFactory(kube_etcd) as factory:
         server = factory(name="tenancy")
+        Kube(server).apply_crds(*CRD_FOLDERS)
         for source in (["-k", str(TENANCY)], ["-f", str(ROOT / "package" / "provider" / "crds")]):
             result = _admin(server, "apply", "--server-side", *source)
             assert result.returncode == 0, result.stderr
@@ -117,7 +122,8 @@ def policed(kube_etcd: Etcd) -> Iterator[APIServer]:
             "--server-side",
         )
         assert result.returncode == 0, result.stderr
-        assert _admin(server, "create", "namespace", TEAM).returncode == 0
+        for namespace in (TEAM, FLUX):
+            assert _admin(server, "create", "namespace", namespace).returncode == 0
         role = _admin(
             server,
             "create",
@@ -249,6 +255,63 @@ def test_connection_secrets_are_written_only_by_the_provider(
 
 
 @dataclass(frozen=True)
+class KustomizationCase:
+    reason: str
+    namespace: str
+    spec: dict[str, Any]
+    allowed: bool
+
+
+_KUBECONFIG = {"secretRef": {"name": "ctp-kubeconfig", "key": "kubeconfig"}}
+KUSTOMIZATIONS = [
+    KustomizationCase(
+        "A Kustomization naming neither a kubeconfig nor an account would apply as Flux itself.",
+        TEAM,
+        {},
+        allowed=False,
+    ),
+    KustomizationCase(
+        "An empty serviceAccountName names no account: Flux would apply as itself.",
+        TEAM,
+        {"serviceAccountName": ""},
+        allowed=False,
+    ),
+    KustomizationCase(
+        "What the function renders applies through its namespace's kubeconfig Secret.",
+        TEAM,
+        {"kubeConfig": _KUBECONFIG},
+        allowed=True,
+    ),
+    KustomizationCase(
+        "One of the namespace's own ServiceAccounts is impersonated, with that account's rights.",
+        TEAM,
+        {"serviceAccountName": "deployer"},
+        allowed=True,
+    ),
+    KustomizationCase(
+        "flux-system is the platform's own: its Kustomizations are the operators' to write.",
+        FLUX,
+        {},
+        allowed=True,
+    ),
+]
+
+
+@pytest.mark.parametrize("case", KUSTOMIZATIONS, ids=lambda case: case.reason)
+def test_no_kustomization_outside_flux_system_applies_with_fluxs_own_rights(
+    policed: APIServer, case: KustomizationCase
+) -> None:
+    name = f"k{KUSTOMIZATIONS.index(case)}"
+    result = _create_kustomization(policed, name, case.namespace, case.spec)
+    if case.allowed:
+        assert result.returncode == 0, result.stderr
+    else:
+        assert result.returncode != 0
+        assert "controlplane-kustomization-identity" in result.stderr, result.stderr
+        assert "spec.kubeConfig or spec.serviceAccountName is required" in result.stderr
+
+
+@dataclass(frozen=True)
 class SchemaCase:
     reason: str
     obj: dict[str, Any]
@@ -341,15 +404,18 @@ def test_a_team_namespace_holds_no_more_kustomizations_than_its_quota(
     assert "exceeded quota: controlplane-flux" in refused.stderr
 
 
-def _create_kustomization(server: APIServer, name: str) -> subprocess.CompletedProcess[str]:
+def _create_kustomization(
+    server: APIServer, name: str, namespace: str = TEAM, spec: dict[str, Any] | None = None
+) -> subprocess.CompletedProcess[str]:
     body = {
         "apiVersion": "kustomize.toolkit.fluxcd.io/v1",
         "kind": "Kustomization",
-        "metadata": {"name": name, "namespace": TEAM},
+        "metadata": {"name": name, "namespace": namespace},
         "spec": {
             "interval": "10m",
             "prune": True,
             "sourceRef": {"kind": "GitRepository", "name": "ctp"},
+            **(spec or {}),
         },
     }
     return _admin(server, "create", "-f", "-", stdin=json.dumps(body))

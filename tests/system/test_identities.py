@@ -101,19 +101,15 @@ CASES = [
         of_standin("iam"),
         "system:serviceaccount:crossplane-system:upbound-provider-aws-iam-",
     ),
-    # Flux's RBAC, flags and default service account are the flux-tenancy work
-    # still to come: until then its controllers hold the admin kubeconfig.
     IdentityCase(
-        "Flux's source-controller still runs as admin (its own RBAC is yet to come).",
+        "Flux's source-controller runs as the ServiceAccount Flux's install makes.",
         of_process("source-controller"),
-        "admin",
-        admin=True,
+        "system:serviceaccount:flux-system:source-controller",
     ),
     IdentityCase(
-        "Flux's kustomize-controller still runs as admin (its own RBAC is yet to come).",
+        "Flux's kustomize-controller runs as the ServiceAccount Flux's install makes.",
         of_process("kustomize-controller"),
-        "admin",
-        admin=True,
+        "system:serviceaccount:flux-system:kustomize-controller",
     ),
 ]
 
@@ -139,16 +135,108 @@ def test_the_function_holds_no_kubernetes_credentials(platform: Platform) -> Non
 
 def test_the_harness_alone_is_admin(platform: Platform) -> None:
     assert identity.whoami(platform.kubeconfig).admin
-    # Nothing the install made binds cluster-admin to a ServiceAccount.
+    # The one cluster-admin binding of a ServiceAccount is Flux's own install's:
+    # cluster-reconciler, for kustomize-controller (helm-controller is not run).
     rbac: Any = client.RbacAuthorizationV1Api(platform.kube.api)
     bindings = rbac.list_cluster_role_binding()
-    to_accounts = [
-        binding.metadata.name
+    to_accounts = {
+        (binding.metadata.name, subject.namespace, subject.name)
         for binding in bindings.items
         if binding.role_ref.name == "cluster-admin"
-        and any(subject.kind == "ServiceAccount" for subject in binding.subjects or ())
-    ]
-    assert to_accounts == []
+        for subject in binding.subjects or ()
+        if subject.kind == "ServiceAccount"
+    }
+    assert to_accounts == {
+        ("cluster-reconciler", "flux-system", "kustomize-controller"),
+        ("cluster-reconciler", "flux-system", "helm-controller"),
+    }
+
+
+@dataclass(frozen=True)
+class FluxRuleCase:
+    reason: str
+    account: str
+    verb: str
+    group: str
+    resource: str
+    allowed: bool
+
+
+FLUX_RULES = [
+    FluxRuleCase(
+        "source-controller reads the Secrets of a GitRepository (crd-controller).",
+        "source-controller",
+        "list",
+        "",
+        "secrets",
+        allowed=True,
+    ),
+    FluxRuleCase(
+        "source-controller writes its own kinds' status (crd-controller).",
+        "source-controller",
+        "update",
+        "source.toolkit.fluxcd.io",
+        "gitrepositories",
+        allowed=True,
+    ),
+    FluxRuleCase(
+        "source-controller writes no Secrets: Flux's install gives it none.",
+        "source-controller",
+        "create",
+        "",
+        "secrets",
+        allowed=False,
+    ),
+    FluxRuleCase(
+        "source-controller may not change RBAC: only kustomize-controller is cluster-admin.",
+        "source-controller",
+        "create",
+        "rbac.authorization.k8s.io",
+        "clusterrolebindings",
+        allowed=False,
+    ),
+    FluxRuleCase(
+        "kustomize-controller holds cluster-admin, as Flux's cluster-reconciler binds it.",
+        "kustomize-controller",
+        "create",
+        "rbac.authorization.k8s.io",
+        "clusterrolebindings",
+        allowed=True,
+    ),
+]
+
+
+@pytest.mark.parametrize("case", FLUX_RULES, ids=lambda case: case.reason)
+def test_flux_runs_with_the_rules_of_its_own_install(
+    platform: Platform, case: FluxRuleCase
+) -> None:
+    account = identity.ServiceAccount("flux-system", case.account)
+    allowed = identity.allowed(platform.management, account, case.verb, case.group, case.resource)
+    assert allowed == case.allowed, case.reason
+
+
+def test_a_team_kustomization_never_applies_with_kustomize_controllers_rights(
+    platform: Platform,
+) -> None:
+    # deploy/tenancy, applied as the install guide says, refuses it at admission.
+    body = {
+        "apiVersion": "kustomize.toolkit.fluxcd.io/v1",
+        "kind": "Kustomization",
+        "metadata": {"name": "as-flux", "namespace": "default"},
+        "spec": {
+            "interval": "10m",
+            "prune": True,
+            "path": "./",
+            "sourceRef": {"kind": "GitRepository", "name": "any"},
+        },
+    }
+    objects: Any = client.CustomObjectsApi(platform.kube.api)
+    with pytest.raises(client.ApiException) as refused:
+        objects.create_namespaced_custom_object(
+            "kustomize.toolkit.fluxcd.io", "v1", "default", "kustomizations", body
+        )
+    assert refused.value.status == 403
+    assert "controlplane-kustomization-identity" in str(refused.value.body)
 
 
 def test_core_composes_flux_and_backup_kinds_only_through_the_role_deploy_ships(
