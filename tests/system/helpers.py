@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import calendar
 import itertools
 import re
 import threading
@@ -28,6 +29,9 @@ UP_DEADLINE = 240.0
 SYNC_DEADLINE = 120.0
 
 _names = itertools.count(1)
+
+
+BACKUP = ("controlplane.spaces.upbound.io", "v1alpha1", "backups")
 
 
 def unique(prefix: str) -> str:
@@ -81,6 +85,25 @@ def configmap_value(
     except Exception:  # noqa: BLE001 (absent, or the server not serving yet: not there yet)
         return None
     return str((found.data or {}).get("value"))
+
+
+def completed_backup_after(
+    platform: Platform, namespace: str, after: float, what: str, timeout: float
+) -> dict[str, Any]:
+    """The first Completed Backup in ``namespace`` created after ``after`` (epoch seconds)."""
+    group, version, plural = BACKUP
+
+    def found() -> dict[str, Any] | None:
+        for backup in platform.kube.list_of(plural, namespace, group, version):
+            created = calendar.timegm(
+                time.strptime(backup["metadata"]["creationTimestamp"], "%Y-%m-%dT%H:%M:%SZ")
+            )
+            if created > after and is_true(backup, "Completed"):
+                return dict(backup)
+        return None
+
+    backup: dict[str, Any] = wait_for(what, found, timeout=timeout)
+    return backup
 
 
 def wait_ready(

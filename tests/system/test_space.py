@@ -8,7 +8,6 @@ demand and rotates the tokens of the kubeconfigs it writes.
 from __future__ import annotations
 
 import base64
-import calendar
 import threading
 import time
 from collections.abc import Iterator
@@ -31,6 +30,7 @@ from .helpers import (
     XR,
     app_files,
     bare,
+    completed_backup_after,
     configmap,
     configmap_value,
     controlplane,
@@ -51,7 +51,6 @@ PROVIDER_POLL = 5.0
 # What may come on top of one provider poll before the composite shows what the
 # Space said: the Instance's status write and core's composing, on 2 shared cores.
 COMPOSE_SLACK = 25.0
-BACKUP = ("controlplane.spaces.upbound.io", "v1alpha1", "backups")
 FIRST_BACKUP_DEADLINE = 210.0
 
 
@@ -335,20 +334,12 @@ def test_after_the_space_rotates_the_token_flux_and_the_next_backup_still_succee
     )
 
     # The next Backup, made after the rotation, completes.
-    def completed_after_rotation() -> dict[str, Any] | None:
-        group, version, plural = BACKUP
-        for backup in platform.kube.list_of(plural, namespace, group, version):
-            created = calendar.timegm(
-                time.strptime(backup["metadata"]["creationTimestamp"], "%Y-%m-%dT%H:%M:%SZ")
-            )
-            if created > rotated_at and is_true(backup, "Completed"):
-                return dict(backup)
-        return None
-
-    backup = wait_for(
+    backup = completed_backup_after(
+        platform,
+        namespace,
+        rotated_at,
         "a Completed Backup made after the rotation",
-        completed_after_rotation,
-        timeout=FIRST_BACKUP_DEADLINE,
+        FIRST_BACKUP_DEADLINE,
     )
     assert backup["status"]["objects"] > 0
 

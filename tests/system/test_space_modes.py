@@ -12,7 +12,6 @@
 from __future__ import annotations
 
 import base64
-import calendar
 import time
 from functools import partial
 from typing import Any
@@ -25,10 +24,12 @@ from sandbox.platform import CloudSpace, Platform
 from sandbox.spaces import SPACES_GROUP, SPACES_VERSION, Fault, condition, wait_for
 
 from .helpers import (
+    BACKUP,
     SYNC_DEADLINE,
     UP_DEADLINE,
     XR,
     app_files,
+    completed_backup_after,
     configmap,
     configmap_value,
     controlplane,
@@ -43,7 +44,6 @@ from .helpers import (
 SPACE_GROUP = "default"
 TOKEN_LIFETIME = 60.0
 LIFETIMES = 3
-BACKUP = ("controlplane.spaces.upbound.io", "v1alpha1", "backups")
 # A Backup fires every minute; one made after a token expired completes within two.
 BACKUP_DEADLINE = 210.0
 # The provider's poll in the system tests, and what may come on top before a composite shows it.
@@ -142,20 +142,12 @@ def test_a_controlplane_in_a_cloud_space_syncs_backs_up_and_goes_across_three_to
 
     expired_at = started_wall + TOKEN_LIFETIME
 
-    def completed_after_expiry() -> dict[str, Any] | None:
-        group, version, plural = BACKUP
-        for backup in platform.kube.list_of(plural, namespace, group, version):
-            created = calendar.timegm(
-                time.strptime(backup["metadata"]["creationTimestamp"], "%Y-%m-%dT%H:%M:%SZ")
-            )
-            if created > expired_at and is_true(backup, "Completed"):
-                return dict(backup)
-        return None
-
-    backup = wait_for(
+    backup = completed_backup_after(
+        platform,
+        namespace,
+        expired_at,
         "a Completed Backup made after the first token expired",
-        completed_after_expiry,
-        timeout=BACKUP_DEADLINE,
+        BACKUP_DEADLINE,
     )
     assert backup["status"]["objects"] > 0
 
