@@ -4,11 +4,9 @@ PYTHON ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-# Three workers on two cores: the system scenarios are one group that one
-# worker runs in order on one platform, mostly waiting on it, while the others
-# take the rest (the groups: tests/system, tests/images and tests/flux
-# conftest.py). PYTEST_PARALLEL= runs serially.
-PYTEST_PARALLEL ?= -n 3 --dist loadgroup
+# make test runs the system scenarios (one platform, mostly waiting on it) in
+# a second pytest beside the other tests; its report follows the first's.
+SYSTEM_LOG := .build/system-tests.log
 
 .PHONY: example test help lint typecheck docs tools images release sandbox bench clean
 
@@ -19,7 +17,12 @@ test: $(STAMP) tools images ## Run every test: lint, types, unit, gRPC, end to e
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
-	$(BIN)/pytest $(PYTEST_PARALLEL)
+	@mkdir -p $(dir $(SYSTEM_LOG))
+	$(BIN)/pytest -m system > $(SYSTEM_LOG) 2>&1 & system=$$!; \
+	$(BIN)/pytest -m "not system"; others=$$?; \
+	wait $$system; system=$$?; \
+	echo "== the system scenarios ($(SYSTEM_LOG))"; cat $(SYSTEM_LOG); \
+	[ $$others -eq 0 ] && [ $$system -eq 0 ]
 
 help: ## List the targets and what each does.
 	@grep -E '^[a-z][a-z.-]*:.*## ' $(MAKEFILE_LIST) | sed -e 's/:.*## /\t/' | expand -t 12

@@ -31,13 +31,11 @@ KUSTOMIZATIONS = "kustomizations"
 GIT_REPOSITORIES = "gitrepositories"
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist reads the group
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark every test here `flux`: they run the real Flux controllers, one worker's."""
+    """Mark every test here `flux`: they run the real Flux controllers."""
     for item in items:
         if "tests/flux/" in str(item.fspath):
             item.add_marker(pytest.mark.flux)
-            item.add_marker(pytest.mark.xdist_group("flux"))
 
 
 @dataclass

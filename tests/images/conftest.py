@@ -24,13 +24,11 @@ IMAGES_DIR = Path(os.environ.get("IMAGES_DIR", rootfs.IMAGES_DIR))
 RUN_TIMEOUT_SECONDS = 60
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist reads the group
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark every test here `images`; under xdist one worker runs them (a rebuild among them)."""
+    """Mark every test here `images`."""
     for item in items:
         if Path(str(item.fspath)).is_relative_to(Path(__file__).parent):
             item.add_marker(pytest.mark.images)
-            item.add_marker(pytest.mark.xdist_group("images"))
 
 
 def unpacked(name: str) -> rootfs.Image:

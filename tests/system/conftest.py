@@ -46,17 +46,11 @@ LAUNCHER_VARIABLE = "SYSTEM_TESTS_FROM"
 _PLATFORM: list[Platform] = []
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist reads the group
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark every test here `system`, so `pytest -m system` runs them alone.
-
-    Under xdist they are one group, run in order by one worker: they share
-    that worker's platform, while the other workers run the other tests.
-    """
+    """Mark every test here `system`, so `pytest -m system` runs them alone."""
     for item in items:
         if "tests/system/" in str(item.fspath):
             item.add_marker(pytest.mark.system)
-            item.add_marker(pytest.mark.xdist_group("system"))
 
 
 def skip_unless_built() -> None:
