@@ -105,15 +105,16 @@ def test_the_function_image_answers_run_function_over_mtls_and_refuses_strangers
 class ControllerCase:
     reason: str
     command: list[str] | None
-    crds: Path
+    crds: tuple[Path, ...]
 
 
 CONTROLLERS = [
-    ControllerCase("the provider is the image's entrypoint", None, PROVIDER_CRDS),
+    ControllerCase("the provider is the image's entrypoint", None, (PROVIDER_CRDS,)),
     ControllerCase(
-        "the backup controller is the provider image with another command",
+        "the backup controller is the provider image with another command; its restore "
+        "drills watch the provider's Instances too",
         ["/venv/bin/controlplane-backup-controller"],
-        BACKUP_CRDS,
+        (BACKUP_CRDS, PROVIDER_CRDS),
     ),
 ]
 
@@ -126,7 +127,7 @@ def test_a_controller_of_the_provider_image_becomes_healthy_and_ready_against_an
     case: ControllerCase,
 ) -> None:
     server = apiserver_factory()
-    Kube(server).apply_crds(case.crds)
+    Kube(server).apply_crds(*case.crds)
     kube = tmp_path / "kube"
     kube.mkdir()
     shutil.copy(server.kubeconfig_path, kube / "kubeconfig")
