@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import urllib3
 from kubernetes import watch
 
 from sandbox.git import Repository
@@ -274,17 +275,30 @@ class ResponsiveThroughout:
         # The client's watch is untyped; it is read as the dicts it yields.
         self._watch: Any = watch.Watch()  # type: ignore[no-untyped-call]
         self._thread = threading.Thread(target=self._loop, daemon=True)
+        self._stopping = threading.Event()
 
     def __enter__(self) -> ResponsiveThroughout:
         self._thread.start()
         return self
 
     def __exit__(self, *_: object) -> None:
+        self._stopping.set()
         self._watch.stop()
         self._thread.join(timeout=10)
 
     def _loop(self) -> None:
+        # A watch the server ends (its timeout, a restart: "Response ended
+        # prematurely") is watched again from the last version seen, so no
+        # version between goes unread.
+        while not self._stopping.is_set():
+            try:
+                self._read()
+            except urllib3.exceptions.ProtocolError:
+                continue
+
+    def _read(self) -> None:
         group, version, plural = self.kind
+        since = self._watch.resource_version
         for event in self._watch.stream(
             self.kube.custom.list_namespaced_custom_object,
             group,
@@ -292,6 +306,7 @@ class ResponsiveThroughout:
             self.namespace,
             plural,
             field_selector=f"metadata.name={self.name}",
+            **({"resource_version": since} if since else {}),
         ):
             found = event["object"]
             if found.get("metadata", {}).get("deletionTimestamp"):
