@@ -270,7 +270,7 @@ def _held_back(busy_namespace: bool, running: int, max_drills: int, restoring: b
 
 def _follow(drill: Drill, now: datetime) -> Step:
     if drill.deleting:
-        # Already ending: its verdict was written when it was deleted.
+        # Already ending: its verdict was written before it was deleted.
         return Step(wait=timedelta(seconds=30))
     if drill.expired(now):
         return Step(

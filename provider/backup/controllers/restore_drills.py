@@ -138,11 +138,13 @@ class DrillReconciler:
             step = await self._start(schedule, source, step)
         elif step.check is not None:
             step = await self._check(step.check, now)
+        # The verdict first: a controller that stops between the two finds the drill
+        # still there and ends it again, while a deleted drill's verdict would be lost.
+        if step.verdict is not None:
+            await self._write(schedule, step.verdict, now, ended=step.delete is not None)
         if step.delete is not None:
             await self._delete(step.delete)
             self._expected.pop((namespace, step.delete.name), None)
-        if step.verdict is not None:
-            await self._write(schedule, step.verdict, now, ended=step.delete is not None)
         wait = step.wait or timedelta(seconds=5)
         return Result(requeue_after=max(wait.total_seconds(), 1.0))
 
