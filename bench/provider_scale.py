@@ -56,20 +56,20 @@ from tests.provider.test_instance import instance
 
 NAMESPACE = "bench"
 WRITE_VERBS = ("post", "put", "patch", "delete")
-_SAMPLE = re.compile(
-    r'^controlplane_provider_api_requests_total\{resource="([^"]+)",verb="([^"]+)"\} (\S+)$'
-)
+_SAMPLE = re.compile(r"^controlplane_provider_api_requests_total\{([^}]*)\} (\S+)$")
 _SERVER_SAMPLE = re.compile(r"^apiserver_request_total\{([^}]*)\} (\S+)$", re.MULTILINE)
 _SERVER_CPU = re.compile(r"^process_cpu_seconds_total (\S+)$", re.MULTILINE)
 
 
 def requests(metrics: str) -> dict[tuple[str, str], float]:
-    """API request counters by (verb, resource) from a /metrics page."""
-    found = {}
+    """API request counters by (verb, resource), every status code summed, from a /metrics page."""
+    found: dict[tuple[str, str], float] = {}
     for line in metrics.splitlines():
         match = _SAMPLE.match(line)
         if match:
-            found[(match.group(2), match.group(1))] = float(match.group(3))
+            labels = dict(re.findall(r'(\w+)="([^"]*)"', match.group(1)))
+            key = (labels["verb"], labels["resource"])
+            found[key] = found.get(key, 0.0) + float(match.group(2))
     return found
 
 

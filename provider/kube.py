@@ -42,7 +42,10 @@ log = logging.getLogger(__name__)
 JsonObject = dict[str, Any]
 # A page of objects (named here: Cluster.list shadows the builtin in its body).
 Page = list[JsonObject]
-RequestHook = Callable[[str, str], None]
+# Told of each request once it is answered: its verb, its resource, and the HTTP
+# status code ("200", "503") or UNREACHABLE when no answer came.
+RequestHook = Callable[[str, str, str], None]
+UNREACHABLE = "<error>"
 # Gives the bearer token of the next request (a short-lived one, refreshed as it goes).
 TokenSource = Callable[[], Awaitable[str]]
 
@@ -321,11 +324,9 @@ class Cluster:
             KubeError: with a subclass for not found, conflict, already exists,
                 unreachable, and LimitExceededError past ``max_bytes``.
         """
-        if self._on_request is not None:
-            self._on_request(method, label or "other")
         encoded = None if body is None else json.dumps(body, separators=(",", ":")).encode()
         for attempt in (1, 2):
-            async with self._unreachable_as_error():
+            async with self._unreachable_as_error(method, label):
                 response = await self._send(
                     method,
                     path,
@@ -334,8 +335,10 @@ class Cluster:
                     timeout=timeout,
                     content_type=content_type,
                 )
-                async with response:
-                    data = await _read(response, max_bytes, f"{method} {path}")
+            # Counted once, by its status; an answer that breaks off is not counted again.
+            self._tell(method, label, str(response.status))
+            async with self._unreachable_as_error(), response:
+                data = await _read(response, max_bytes, f"{method} {path}")
             # A short-lived token refused before its time (revoked, a clock ahead of
             # ours): the request was not served, so it goes once more with a new one.
             if response.status != 401 or not self._drop_refused_token() or attempt == 2:
@@ -416,13 +419,24 @@ class Cluster:
         return self._session
 
     @contextlib.asynccontextmanager
-    async def _unreachable_as_error(self) -> AsyncIterator[None]:
-        """Transport failures, while connecting or reading, as UnreachableError."""
+    async def _unreachable_as_error(
+        self, verb: str = "", resource: str = ""
+    ) -> AsyncIterator[None]:
+        """Transport failures, while connecting or reading, as UnreachableError.
+
+        A ``verb`` names the request that got no answer, to tell the request hook of it.
+        """
         try:
             yield
         except (aiohttp.ClientError, TimeoutError, ssl.SSLError, OSError) as error:
+            if verb:
+                self._tell(verb, resource, UNREACHABLE)
             msg = f"cannot reach {self.server}: {type(error).__name__}"
             raise UnreachableError(msg) from None
+
+    def _tell(self, verb: str, resource: str, code: str) -> None:
+        if self._on_request is not None:
+            self._on_request(verb, resource or "other", code)
 
     # Verbs.
 
@@ -671,9 +685,7 @@ class Cluster:
             query["labelSelector"] = label_selector
         if field_selector:
             query["fieldSelector"] = field_selector
-        if self._on_request is not None:
-            self._on_request("WATCH", resource.plural)
-        async with self._unreachable_as_error():
+        async with self._unreachable_as_error("WATCH", resource.plural):
             response = await self._send(
                 "GET",
                 resource.path(namespace),
@@ -682,6 +694,7 @@ class Cluster:
                 timeout=timeout_seconds + REQUEST_TIMEOUT_SECONDS,
                 content_type="application/json",
             )
+        self._tell("WATCH", resource.plural, str(response.status))
         try:
             if response.status >= 300:
                 raise _error(

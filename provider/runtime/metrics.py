@@ -92,8 +92,10 @@ WORKQUEUE_DEPTH = Gauge(
 )
 API_REQUESTS_TOTAL = Counter(
     "controlplane_provider_api_requests_total",
-    "Requests to Kubernetes API servers, by verb and resource.",
-    ["verb", "resource"],
+    "Requests to Kubernetes API servers (the local cluster and the Spaces), by verb, resource "
+    "and HTTP status code; ``<error>`` when no answer came (as client-go's "
+    "rest_client_requests_total).",
+    ["verb", "resource", "code"],
     registry=REGISTRY,
 )
 
@@ -158,6 +160,13 @@ DRILL_LAST_VERIFIED = Gauge(
     ["namespace", "name"],
     registry=REGISTRY,
 )
+DRILL_INTERVAL = Gauge(
+    "controlplane_backup_drill_interval_seconds",
+    "The time between two restore drills of a BackupSchedule (spec.verify.interval); absent "
+    "while it asks for none.",
+    ["namespace", "name"],
+    registry=REGISTRY,
+)
 DRILL_LAST_FAILED = Gauge(
     "controlplane_backup_last_drill_failed",
     "1 while the newest restore drill of a BackupSchedule has failed (its Verified condition is "
@@ -200,6 +209,8 @@ RESTORE_OBJECTS = Gauge(
     ["namespace", "name"],
     registry=REGISTRY,
 )
+# An HTTP status code, or client-go's ``<error>`` for a request that got no answer.
+_CODE = re.compile(r"[1-5][0-9][0-9]|<error>")
 # A release as the Space reports it (1.20.1, v2.0.0-up.1); anything else is ``other``.
 _VERSION = re.compile(r"v?[0-9]+\.[0-9]+\.[0-9]+(?:[-+][0-9A-Za-z.-]{1,40})?")
 
@@ -239,15 +250,18 @@ def track_workqueue_depth(controller: str, depth: Callable[[], float]) -> None:
     WORKQUEUE_DEPTH.labels(_name(controller)).set_function(depth)
 
 
-def record_api_request(verb: str, resource: str) -> None:
-    """Count one request to an API server; a ``kube`` request hook.
+def record_api_request(verb: str, resource: str, code: str) -> None:
+    """Count one answered (or unanswered) request to an API server; a ``kube`` request hook.
 
     Args:
         verb: A Kubernetes verb or an HTTP method, in any case.
         resource: The resource's plural or kind, never an object's name.
+        code: The answer's HTTP status code, or ``<error>`` when none came.
     """
     verb = verb.lower()
-    API_REQUESTS_TOTAL.labels(verb if verb in VERBS else OTHER, _name(resource)).inc()
+    API_REQUESTS_TOTAL.labels(
+        verb if verb in VERBS else OTHER, _name(resource), code if _CODE.fullmatch(code) else OTHER
+    ).inc()
 
 
 def record_backup_schedule(
@@ -320,11 +334,17 @@ def record_drill(namespace: str, name: str, *, last_verified: float | None, fail
     DRILL_LAST_FAILED.labels(*labels).set(1 if failed else 0)
 
 
+def record_drill_interval(namespace: str, name: str, interval: float) -> None:
+    """Export the interval a BackupSchedule asks its restore drills to run at, in seconds."""
+    DRILL_INTERVAL.labels(*_schedule(namespace, name)).set(interval)
+
+
 def forget_drills(namespace: str, name: str) -> None:
-    """Remove the drill series of a BackupSchedule that is gone."""
+    """Remove the drill series of a BackupSchedule that is gone or asks for no drills."""
     labels = _schedule(namespace, name)
     _remove(DRILL_LAST_VERIFIED, *labels)
     _remove(DRILL_LAST_FAILED, *labels)
+    _remove(DRILL_INTERVAL, *labels)
 
 
 def record_instance(

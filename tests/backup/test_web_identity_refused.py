@@ -183,7 +183,7 @@ def test_a_restore_mints_a_token_only_for_a_team_role_the_operator_allows(
     async def restore() -> None:
         kubeconfig = yaml.safe_load(local.server.kubeconfig)
         cluster = await Cluster.from_kubeconfig(
-            kubeconfig, on_request=lambda verb, plural: requests.append((verb, plural))
+            kubeconfig, on_request=lambda verb, plural, _: requests.append((verb, plural))
         )
         try:
             restorer = Restorer(

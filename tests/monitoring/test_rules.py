@@ -296,6 +296,46 @@ CASES = [
         {"22m": [{"controller": "instance"}], "35m": []},
         value="50%",
     ),
+    # ControlPlaneBackupNotVerified
+    Case(
+        "a schedule whose last passed drill is older than two drill intervals is not verified",
+        "the last pass was at 0 and drills run hourly: at 2h10m it is late",
+        "ControlPlaneBackupNotVerified",
+        {
+            f"controlplane_backup_last_verified_timestamp_seconds{{{S}}}": "0x200",
+            f"controlplane_backup_drill_interval_seconds{{{S}}}": f"{HOUR}x200",
+            f"controlplane_backup_schedule_created_timestamp_seconds{{{S}}}": "0x200",
+        },
+        {"1h": [], "2h10m": [TEAM]},
+    ),
+    Case(
+        "a schedule whose drills never passed fires two drill intervals after it was created",
+        "no verified series at all must not hide the schedule",
+        "ControlPlaneBackupNotVerified",
+        {
+            f"controlplane_backup_drill_interval_seconds{{{S}}}": f"{HOUR}x200",
+            f"controlplane_backup_schedule_created_timestamp_seconds{{{S}}}": "0x200",
+        },
+        {"1h50m": [], "2h10m": [TEAM]},
+    ),
+    Case(
+        "a late schedule resolves when a drill passes",
+        "the verified timestamp jumps to 2h20m: the alert fired before and clears after",
+        "ControlPlaneBackupNotVerified",
+        {
+            f"controlplane_backup_last_verified_timestamp_seconds{{{S}}}": "0x140 8400x60",
+            f"controlplane_backup_drill_interval_seconds{{{S}}}": f"{HOUR}x200",
+            f"controlplane_backup_schedule_created_timestamp_seconds{{{S}}}": "0x200",
+        },
+        {"2h15m": [TEAM], "2h25m": []},
+    ),
+    Case(
+        "a schedule that asks for no drills never fires",
+        "it exports no drill interval, so nothing is measured against it",
+        "ControlPlaneBackupNotVerified",
+        {f"controlplane_backup_schedule_created_timestamp_seconds{{{S}}}": "0x300"},
+        {"4h": []},
+    ),
     # ControlPlaneRestoreDrillFailing
     Case(
         "a schedule whose newest drill failed is alerted at once",

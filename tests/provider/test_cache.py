@@ -142,7 +142,7 @@ async def connect(
     server: APIServer, namespace: str, requests: list[tuple[str, str]] | None = None
 ) -> Cluster:
     """A client of ``server`` (telling ``requests`` of each request), and a fresh namespace."""
-    hook = None if requests is None else lambda verb, plural: requests.append((verb, plural))
+    hook = None if requests is None else lambda verb, plural, _: requests.append((verb, plural))
     cluster = await Cluster.from_kubeconfig(yaml.safe_load(server.kubeconfig), on_request=hook)
     await cluster.create(NAMESPACES, {"metadata": {"name": namespace}})
     return cluster

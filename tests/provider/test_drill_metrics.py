@@ -8,6 +8,7 @@ from provider.runtime import metrics
 
 VERIFIED = "controlplane_backup_last_verified_timestamp_seconds"
 FAILED = "controlplane_backup_last_drill_failed"
+INTERVAL = "controlplane_backup_drill_interval_seconds"
 
 
 def sample(name: str, namespace: str, schedule: str) -> float | None:
@@ -39,3 +40,12 @@ def test_a_name_that_is_no_dns_name_is_exported_as_other_and_a_gone_schedule_is_
 
     assert sample(VERIFIED, "team-m", "other") is None
     assert sample(FAILED, "team-m", "other") is None
+
+
+def test_the_drill_interval_is_exported_while_a_schedule_asks_for_drills() -> None:
+    metrics.record_drill_interval("team-m", "drilled", 86_400.0)
+    assert sample(INTERVAL, "team-m", "drilled") == 86_400.0
+
+    metrics.forget_drills("team-m", "drilled")
+
+    assert sample(INTERVAL, "team-m", "drilled") is None, "no drills asked for: no interval"

@@ -10,7 +10,7 @@ from urllib.parse import urlsplit
 import pytest
 import yaml
 
-from provider.kube import NAMESPACES, Cluster, _proxy_options
+from provider.kube import NAMESPACES, UNREACHABLE, Cluster, UnreachableError, _proxy_options
 from sandbox.apiserver import APIServer
 
 PROXY_VARIABLES = ("HTTPS_PROXY", "https_proxy", "NO_PROXY", "no_proxy")
@@ -60,6 +60,40 @@ def test_requests_reuse_a_few_kept_alive_connections(apiserver: APIServer) -> No
     open_after = asyncio.run(burst())
 
     assert 1 <= open_after <= in_flight
+
+
+def test_the_request_hook_hears_each_answer_s_status_and_an_unanswered_request(
+    apiserver: APIServer,
+) -> None:
+    heard: list[tuple[str, str, str]] = []
+
+    def hook(verb: str, resource: str, code: str) -> None:
+        heard.append((verb, resource, code))
+
+    async def requests() -> None:
+        config = yaml.safe_load(apiserver.kubeconfig)
+        cluster = await Cluster.from_kubeconfig(config, on_request=hook)
+        try:
+            assert await cluster.get(NAMESPACES, None, "default") is not None
+            assert await cluster.get(NAMESPACES, None, "no-such-namespace") is None
+        finally:
+            await cluster.close()
+        # The same credentials at a port where nothing listens.
+        config["clusters"][0]["cluster"]["server"] = "https://127.0.0.1:9"
+        nowhere = await Cluster.from_kubeconfig(config, on_request=hook)
+        try:
+            with pytest.raises(UnreachableError):
+                await nowhere.get(NAMESPACES, None, "default")
+        finally:
+            await nowhere.close()
+
+    asyncio.run(requests())
+
+    assert heard == [
+        ("GET", "namespaces", "200"),
+        ("GET", "namespaces", "404"),
+        ("GET", "namespaces", UNREACHABLE),
+    ]
 
 
 @dataclass(frozen=True)

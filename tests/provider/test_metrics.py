@@ -88,7 +88,7 @@ def test_metrics_lists_every_metric_after_recording(server: metrics.Server) -> N
     metrics.record_reconcile("instance", "success", 0.2)
     metrics.record_reconcile("instance", "error", 1.5)
     metrics.set_workqueue_depth("instance", 3)
-    metrics.record_api_request("get", "instances")
+    metrics.record_api_request("get", "instances", "200")
 
     answer = fetch(server.port, "/metrics")
 
@@ -99,7 +99,7 @@ def test_metrics_lists_every_metric_after_recording(server: metrics.Server) -> N
         'controlplane_provider_reconcile_errors_total{controller="instance"}',
         'controlplane_provider_reconcile_duration_seconds_bucket{controller="instance",le="2.5"}',
         'controlplane_provider_workqueue_depth{controller="instance"} 3.0',
-        'controlplane_provider_api_requests_total{resource="instances",verb="get"}',
+        'controlplane_provider_api_requests_total{code="200",resource="instances",verb="get"}',
     ):
         assert name in answer.body
 
@@ -152,6 +152,8 @@ class RequestCase:
     resource: str
     want_verb: str
     want_resource: str
+    code: str = "200"
+    want_code: str = "200"
 
 
 @pytest.mark.parametrize(
@@ -178,15 +180,42 @@ class RequestCase:
         RequestCase("a path becomes other", "get", "namespaces/team-a/secrets", "get", "other"),
         RequestCase("an over-long value becomes other", "get", "a" * 64, "get", "other"),
         RequestCase("an empty value becomes other", "get", "", "get", "other"),
+        RequestCase(
+            "a Space's refusal keeps its status code",
+            "patch",
+            "controlplanes",
+            "patch",
+            "controlplanes",
+            code="503",
+            want_code="503",
+        ),
+        RequestCase(
+            "a request that got no answer is an error, as in client-go",
+            "get",
+            "controlplanes",
+            "get",
+            "controlplanes",
+            code="<error>",
+            want_code="<error>",
+        ),
+        RequestCase(
+            "anything but a status code becomes other",
+            "get",
+            "secrets",
+            "get",
+            "secrets",
+            code="503 Service Unavailable",
+            want_code="other",
+        ),
     ],
     ids=lambda c: c.reason,
 )
-def test_api_request_labels_are_only_verbs_and_kinds(case: RequestCase) -> None:
+def test_api_request_labels_are_only_verbs_kinds_and_status_codes(case: RequestCase) -> None:
     name = "controlplane_provider_api_requests_total"
-    labels = {"verb": case.want_verb, "resource": case.want_resource}
+    labels = {"verb": case.want_verb, "resource": case.want_resource, "code": case.want_code}
     before = sample(name, **labels)
 
-    metrics.record_api_request(case.verb, case.resource)
+    metrics.record_api_request(case.verb, case.resource, case.code)
 
     assert sample(name, **labels) == before + 1
 

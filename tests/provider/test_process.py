@@ -44,7 +44,7 @@ def test_health_readiness_and_metrics_are_served_on_one_port(env: Env) -> None:
         'controlplane_provider_reconcile_total{controller="instance",result="success"}',
         "controlplane_provider_reconcile_duration_seconds_bucket",
         'controlplane_provider_workqueue_depth{controller="instance"}',
-        'controlplane_provider_api_requests_total{resource="controlplanes",verb="post"}',
+        'controlplane_provider_api_requests_total{code="201",resource="controlplanes",verb="post"}',
     ):
         assert name in page, name
     per_controller = [

@@ -45,7 +45,7 @@ def total(metrics: str, name: str, **labels: str) -> float:
 def requests_but_watches(metrics: str) -> float:
     """Requests the provider sent, but the long-lived watches it opened."""
     every = total(metrics, "controlplane_provider_api_requests_total")
-    return every - total(metrics, "controlplane_provider_api_requests_total", verb="WATCH")
+    return every - total(metrics, "controlplane_provider_api_requests_total", verb="watch")
 
 
 def polls(metrics: str) -> float:

@@ -58,6 +58,24 @@ or on (namespace, name)
   unless on (namespace, name) controlplane_backup_last_success_timestamp_seconds
 )"""
 
+# Measured as _TOO_OLD is, against the drill interval: a schedule that asks for
+# drills and has passed none within two of them (a failing drill keeps the
+# last pass's time, so it fires here too once that is old). One that asks for
+# none exports no drill interval and never fires.
+_NOT_VERIFIED = """\
+(
+  time() - controlplane_backup_last_verified_timestamp_seconds
+    > on (namespace, name) 2 * controlplane_backup_drill_interval_seconds
+)
+or on (namespace, name)
+(
+  (
+    time() - controlplane_backup_schedule_created_timestamp_seconds
+      > on (namespace, name) 2 * controlplane_backup_drill_interval_seconds
+  )
+  unless on (namespace, name) controlplane_backup_last_verified_timestamp_seconds
+)"""
+
 # The newest Backup failed, or one failed within the hour: a later success
 # does not hide a schedule that fails every other run.
 _FAILING = """\
@@ -158,6 +176,17 @@ ALERTS: tuple[Alert, ...] = (
         "reconciles ended in an error over 5 minutes, for 15 minutes.",
     ),
     Alert(
+        "ControlPlaneBackupNotVerified",
+        _NOT_VERIFIED,
+        "5m",
+        "warning",
+        "No backup of {{ $labels.namespace }}/{{ $labels.name }} verified within two drill "
+        "intervals.",
+        "No restore drill of BackupSchedule {{ $labels.namespace }}/{{ $labels.name }} has "
+        "passed within two of its drill intervals (or none has since it was created two "
+        "intervals ago): nothing shows that its backups would restore.",
+    ),
+    Alert(
         "ControlPlaneRestoreDrillFailing",
         "controlplane_backup_last_drill_failed == 1",
         "0s",
@@ -168,8 +197,6 @@ ALERTS: tuple[Alert, ...] = (
         "condition says what was missing or failed.",
     ),
 )
-# A drill failing is alerted on; "no verified backup within N intervals" needs
-# the drill interval exported per schedule, which no metric does yet.
 
 
 def rules() -> dict[str, Any]:

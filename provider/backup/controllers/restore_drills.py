@@ -120,7 +120,9 @@ class DrillReconciler:
         if verify is None:
             if mine is not None and not mine.deleting:
                 await self._delete(mine)
+            metrics.forget_drills(namespace, name)
             return Result()
+        metrics.record_drill_interval(namespace, name, verify.interval.total_seconds())
         source = await self._source(schedule)
         step = drills.step(
             schedule=name,
