@@ -23,6 +23,10 @@ from sandbox import quickstart
 from sandbox.launcher import ImageLauncher, Launcher, VirtualenvLauncher
 from sandbox.paths import REPO_ROOT
 from sandbox.platform import Platform
+from sandbox.prometheus import Alert, Prometheus
+
+# How often `up` asks Prometheus which alerts fire.
+ALERT_POLL_SECONDS = 15.0
 
 EXAMPLE_FILES = {
     "clusters/sandbox/greeting.yaml": (
@@ -68,6 +72,21 @@ def _launcher(from_images: bool) -> Launcher:
     except (FileNotFoundError, PermissionError) as error:
         raise click.ClickException(str(error)) from None
     return launcher
+
+
+def _print_alerts_until(stop: threading.Event, prometheus: Prometheus) -> None:
+    """Print the firing alerts whenever they change, until ``stop``."""
+    shown: list[Alert] | None = None
+    while not stop.wait(ALERT_POLL_SECONDS if shown is not None else 0):
+        try:
+            firing = prometheus.firing()
+        except OSError as error:
+            click.echo(f"Prometheus did not answer: {error}", err=True)
+            continue
+        if firing != shown:
+            names = ", ".join(str(alert) for alert in firing) or "none"
+            click.echo(f"{time.strftime('%H:%M:%S')} alerts firing: {names}")
+            shown = firing
 
 
 @click.group()
@@ -139,11 +158,13 @@ README says what to expect):
   kubectl apply -f {team_quickstart}
   kubectl -n team-a get controlplanes.platform.acme.io myctp -w
 
+Prometheus scrapes every controller on the shipped alert rules: {platform.prometheus.url}
+(firing alerts are printed here as they change).
+
 Logs are in {workdir}. Ctrl-C stops everything.""",
                 nl=True,
             )
-            while not stop.wait(1.0):
-                pass
+            _print_alerts_until(stop, platform.prometheus)
     except KeyboardInterrupt:
         pass
     click.echo("stopped.")

@@ -75,6 +75,7 @@ from sandbox.ours import Controller, FunctionServer
 from sandbox.paths import REPO_ROOT
 from sandbox.pki import issue
 from sandbox.processes import Process
+from sandbox.prometheus import Prometheus
 from sandbox.provideraws import MEMBERS, dependency_name
 from sandbox.registry import CONFIGURATION_NAME, FUNCTION, PROVIDER, Package, Registry
 from sandbox.space_releases import DEFAULT_RELEASES
@@ -340,6 +341,18 @@ class Platform:
         )
         self.backup_controller.start()
         self._started(self.backup_controller)
+        # What an operator's Prometheus scrapes (docs/monitoring.md), on the shipped rules.
+        self.prometheus = Prometheus(
+            self.workdir / "prometheus",
+            {
+                "controlplane-provider": [self.provider.metrics_port],
+                "controlplane-backup-controller": [self.backup_controller.metrics_port],
+                "flux": [controller.metrics_port for controller in self.flux.controllers],
+                "crossplane": [self.core.metrics_port],
+            },
+        )
+        self.prometheus.start()
+        self._started(self.prometheus)
 
     def composition_for(self, provider_config: str) -> str:
         """Apply the v2 composition with Instances on ``provider_config``; its name."""

@@ -22,8 +22,8 @@
 #                                  install RBAC), controller_gen,
 #                                  sops, age_keygen, plan_build, helm, flux_cli
 #                                  (the bench's baseline; never by default),
-#                                  promtool, prometheus (monitoring; never by
-#                                  default) or
+#                                  promtool, prometheus (the rules' tests and
+#                                  the sandbox's Prometheus) or
 #                                  fetch the CRDs (crds)
 set -euo pipefail
 
@@ -264,9 +264,8 @@ build_plan_build() {
 }
 
 # promtool and the Prometheus server, pinned by tools/prometheus/go.mod (the
-# github.com/prometheus/prometheus module, v0.3MM.P for release 3.MM.P). Built
-# on demand only (`tools/build.sh promtool prometheus`; the monitoring tests and
-# the sandbox's Prometheus ask for them), never by default. remove_all_sd drops
+# github.com/prometheus/prometheus module, v0.3MM.P for release 3.MM.P), for
+# the monitoring tests and the platform's Prometheus. remove_all_sd drops
 # every service discovery plugin: we scrape static targets, and the cloud
 # SDKs those plugins import are most of the server's build. The version is
 # stamped as Prometheus' own build does (prometheus/common/version), so
@@ -387,7 +386,7 @@ build_crds() {
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=(crossplane crossplane_core crane kube_apiserver
   kube_controller_manager kubectl etcd source_controller kustomize_controller flux_install sops age_keygen
-  plan_build helm crds)
+  plan_build helm promtool prometheus crds)
 for target in "${targets[@]}"; do
   "build_${target}"
 done

@@ -3,7 +3,7 @@
 ``promtool check rules`` checks both generated files; ``promtool test rules``
 runs one unit test per case below: for every alert, a case where it fires, one
 where it does not, and one where it fires and then resolves. promtool is built
-by ``tools/build.sh promtool`` (on demand: about two and a half minutes cold).
+by ``tools/build.sh`` (alone, ``tools/build.sh promtool``: about two and a half minutes cold).
 """
 
 from __future__ import annotations

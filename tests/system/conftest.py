@@ -38,6 +38,7 @@ REQUIRED_TOOLS = (
     "sops",
     "age-keygen",
     "helm",
+    "prometheus",
 )
 
 # `venv` runs our programs from the development venv instead of the built images.

@@ -11,7 +11,9 @@
   composite's ``BackupsReady`` False within one poll of core, with the
   Backup's name and AWS's words, and the composite is not Ready; unpaused,
   Crossplane attaches the policy again, the next Backup completes, and
-  ``BackupsReady`` and ``Ready`` are True again.
+  ``BackupsReady`` and ``Ready`` are True again. The platform's Prometheus, on
+  the shipped rules, fires ControlPlaneBackupFailing for the schedule, and
+  holds it after the success (a failure within the hour still shows).
 - A restore from a control plane with no Completed Backup says why.
 """
 
@@ -28,6 +30,7 @@ from kubernetes.client.exceptions import ApiException
 
 from sandbox.paths import REPO_ROOT
 from sandbox.platform import Platform
+from sandbox.prometheus import Alert
 from sandbox.spaces import condition, wait_for
 
 from .helpers import BACKUP_SCHEDULE, UP_DEADLINE, XR, bare, create, get, metric_total, unique
@@ -46,6 +49,8 @@ NEXT_BACKUP_DEADLINE = 150.0
 # cores (the schedule's status write, core's composing): as test_space allows.
 CORE_POLL = 15.0
 COMPOSE_SLACK = 25.0
+# The platform's Prometheus scrapes and evaluates every 5 s: a few rounds, with slack.
+PROMETHEUS_DEADLINE = 60.0
 
 
 @dataclass(frozen=True)
@@ -242,6 +247,13 @@ def test_a_backup_aws_refuses_reaches_the_composite_in_its_words_and_clears(
         e for e in platform.kube.events(namespace, shipped.name) if e["reason"] == "BackupFailed"
     ]
     assert any(backup in e["message"] for e in warned), warned
+    # The platform's Prometheus, on the shipped rules, scraping the backup controller.
+    alert = Alert("ControlPlaneBackupFailing", namespace, shipped.name)
+    wait_for(
+        "ControlPlaneBackupFailing firing in the platform's Prometheus",
+        lambda: alert in platform.prometheus.firing(),
+        timeout=PROMETHEUS_DEADLINE,
+    )
 
     # The fix: unpaused, Crossplane attaches the policy again; the next Backup completes.
     platform.kube.patch(
@@ -259,6 +271,17 @@ def test_a_backup_aws_refuses_reaches_the_composite_in_its_words_and_clears(
     assert cleared["reason"] == "BackupCompleted", cleared
     _composite_condition(platform, shipped, "Ready", "True", CORE_POLL + COMPOSE_SLACK)
     assert _schedule_metric(platform, "controlplane_backup_last_backup_failed", shipped) == 0
+    last_failed = (
+        f'controlplane_backup_last_backup_failed{{namespace="{namespace}",name="{shipped.name}"}}'
+    )
+    wait_for(
+        "Prometheus sees the newest Backup completed",
+        lambda: platform.prometheus.value(last_failed) == 0.0,
+        timeout=PROMETHEUS_DEADLINE,
+    )
+    # Held for the hour after a failure (Velero's example alert forgets a failure
+    # once a Backup succeeds); promtool's cases show it resolving after that.
+    assert alert in platform.prometheus.firing()
 
 
 def test_a_restore_from_a_control_plane_without_backups_says_why(platform: Platform) -> None:

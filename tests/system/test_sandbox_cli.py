@@ -3,10 +3,12 @@ stops every process it started on SIGTERM."""
 
 from __future__ import annotations
 
+import re
 import signal
 import subprocess
 import sys
 import threading
+import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,6 +20,8 @@ from sandbox.spaces import wait_for
 from .conftest import skip_unless_built
 
 UP_DEADLINE = 300.0
+ALERTS_DEADLINE = 30.0
+NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 STOP_DEADLINE = 120.0
 
 
@@ -115,6 +119,16 @@ def test_the_sandbox_comes_up_prints_its_kubeconfig_and_stops_everything_on_sigt
         assert f"kubectl apply -f {team_quickstart}" in "".join(output)
         assert "examples/team-quickstart" in "".join(output)
         assert team_quickstart.is_file()
+        # Prometheus on the shipped rules, and the alerts firing, printed as they change.
+        url = re.search(r"on the shipped alert rules: (http://\S+)", "".join(output))
+        assert url, "".join(output)
+        wait_for(
+            "the firing alerts printed",
+            lambda: any(" alerts firing: " in line for line in output),
+            timeout=ALERTS_DEADLINE,
+        )
+        with NO_PROXY.open(f"{url.group(1)}/api/v1/rules", timeout=5) as answer:
+            assert "ControlPlaneBackupFailing" in answer.read().decode()
         assert processes_mentioning(str(workdir)), "no process of the sandbox runs"
         from_images = rooted_in(rootfs.IMAGES_DIR, descendants(process.pid))
         assert len(from_images) == case.image_processes
