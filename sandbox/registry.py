@@ -105,6 +105,18 @@ class Registry:
         _crossplane("xpkg", "push", "-f", str(output), reference)
         return reference
 
+    def withdraw(self, reference: str) -> None:
+        """Delete the tag ``reference`` (as ``push`` returned it): it can no longer be pulled."""
+        done = subprocess.run(
+            [str(CRANE_BIN), "delete", reference],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        if done.returncode != 0:
+            raise StartError(f"crane delete {reference} failed:\n{done.stdout}{done.stderr}")
+
     def image_config(self, prefix: str = PRODUCTION_PREFIX) -> dict[str, Any]:
         """The ImageConfig that sends the package names under `prefix` to this registry."""
         host, path = prefix.split("/", 1)

@@ -34,6 +34,11 @@ def _until(what: str, holds: Callable[[], bool]) -> None:
         time.sleep(0.5)
 
 
+def live(prometheus: Prometheus) -> list[Alert]:
+    """The alerts firing for this test's schedule (other tests of the process export more)."""
+    return [alert for alert in prometheus.firing() if alert.namespace == FAILING.namespace]
+
+
 @pytest.fixture
 def prometheus(tmp_path: Path) -> Iterator[Prometheus]:
     subprocess.run([str(generate.ROOT / "tools" / "build.sh"), "prometheus"], check=True)
@@ -60,9 +65,9 @@ def test_a_failing_backup_fires_in_prometheus_and_resolves_when_one_succeeds(
         "team-live", "ctp", last_success=time.time(), last_failed=True, interval=3600.0
     )
     _until("ControlPlaneBackupFailing fires", lambda: FAILING in prometheus.firing())
-    assert prometheus.firing() == [FAILING], "nothing else: the last success is recent"
+    assert live(prometheus) == [FAILING], "nothing else: the last success is recent"
 
     metrics.record_backup_schedule(
         "team-live", "ctp", last_success=time.time(), last_failed=False, interval=3600.0
     )
-    _until("ControlPlaneBackupFailing resolves", lambda: not prometheus.firing())
+    _until("ControlPlaneBackupFailing resolves", lambda: not live(prometheus))
