@@ -160,6 +160,11 @@ class ResourceType:
         """The objects' apiVersion: ``<group>/<version>``, or ``<version>`` for the core group."""
         return f"{self.group}/{self.version}" if self.group else self.version
 
+    @property
+    def managed(self) -> bool:
+        """Whether its objects are managed resources (their CRD's ``managed`` category)."""
+        return "managed" in self.categories
+
 
 @dataclass(frozen=True)
 class SourceVersions:

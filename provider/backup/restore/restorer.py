@@ -133,10 +133,6 @@ class Outcome:
     objects: int
 
 
-def _is_managed(rtype: ResourceType) -> bool:
-    return "managed" in rtype.categories
-
-
 def _now() -> str:
     return format_timestamp(datetime.now(UTC))
 
@@ -664,7 +660,7 @@ class _Apply:
                 owners.append({**owner, "uid": uid})
         _set_owners(metadata, owners)
         annotations = metadata.setdefault("annotations", {})
-        if _is_managed(rtype):
+        if rtype.managed:
             annotations[meta.PAUSED] = "true"
         if not annotations:
             metadata.pop("annotations")
@@ -703,7 +699,7 @@ class _Apply:
 
     async def _unpause(self) -> None:
         """Unpause every managed resource that was not paused in the backup."""
-        folders = {f for f, t in self.manifest.types.items() if _is_managed(t)}
+        folders = {f for f, t in self.manifest.types.items() if t.managed}
         if not folders:
             return
         self.file.seek(0)

@@ -116,11 +116,6 @@ def is_package(rtype: ResourceType) -> bool:
     return rtype.group == PACKAGE_GROUP and rtype.kind in PACKAGE_KINDS
 
 
-def is_managed(rtype: ResourceType) -> bool:
-    """Whether objects of ``rtype`` are managed resources (their CRD's ``managed`` category)."""
-    return "managed" in rtype.categories
-
-
 def expect(
     types: Mapping[str, ResourceType], objects: Iterable[tuple[ResourceType, Mapping[str, Any]]]
 ) -> Expected:
@@ -133,7 +128,7 @@ def expect(
             continue
         ref = ref_of(rtype, obj)
         refs.add(ref)
-        if is_managed(rtype):
+        if rtype.managed:
             paused[ref] = meta.is_paused(obj)
         if is_package(rtype):
             packages.add(ref)
