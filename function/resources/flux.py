@@ -31,10 +31,20 @@ def _conditions_true(*types: str) -> str:
 
 
 _PACKAGE_CURRENT = _conditions_true("Installed", "Healthy")
+# A package fails at once only where Crossplane says it cannot be fetched:
+# Installed=False UnpackingPackage is set on nothing but a failed fetch of the
+# package (crossplane v2.2.1 internal/controller/pkg/manager/reconciler.go),
+# while Healthy=False is what every package reports as long as its revision's
+# health is unknown (apis/pkg/v1 PackageHealth), so that waits for the timeout.
+_PACKAGE_FAILED = (
+    "has(status.conditions) && status.conditions.exists(c, c.type == 'Installed' && "
+    "c.status == 'False' && has(c.reason) && c.reason == 'UnpackingPackage')"
+)
 _XRD_CURRENT = _conditions_true("Established")
 
 # ``wait: true`` means what it says for Crossplane's own kinds: a package is
-# current once installed and healthy, an XRD once its CRD is established.
+# current once installed and healthy (failed once it cannot be fetched), an XRD
+# once its CRD is established.
 # Flux matches an expression by group and kind (any version), and refuses a
 # Kustomization with two expressions for one group and kind ("duplicate custom
 # health check for GroupKind"): one each. Composites and managed resources
@@ -42,7 +52,12 @@ _XRD_CURRENT = _conditions_true("Established")
 # names them in the input, a team in its stages.
 CROSSPLANE_HEALTH_CHECKS = (
     *(
-        HealthCheckExpr(api_version="pkg.crossplane.io/v1", kind=kind, current=_PACKAGE_CURRENT)
+        HealthCheckExpr(
+            api_version="pkg.crossplane.io/v1",
+            kind=kind,
+            current=_PACKAGE_CURRENT,
+            failed=_PACKAGE_FAILED,
+        )
         for kind in ("Provider", "Function", "Configuration")
     ),
     HealthCheckExpr(

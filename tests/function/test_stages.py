@@ -5,7 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import celpy
 import pytest
+from celpy.adapter import json_to_cel
 
 from function.resources import flux
 from tests import builders as b
@@ -219,6 +221,70 @@ def test_the_default_health_checks_wait_for_every_condition_crossplane_reports(
     assert check.current.startswith("has(status.conditions) && ")
     for type_ in case.conditions:
         assert f"c.type == '{type_}' && c.status == 'True'" in check.current, case.reason
+
+
+@dataclass
+class PackageStateCase:
+    reason: str
+    conditions: list[dict[str, str]]
+    want: str  # what Flux makes of it: Current, Failed, or InProgress (neither holds)
+
+
+PACKAGE_STATE_CASES = [
+    PackageStateCase(
+        "A package installed and healthy is current.",
+        [
+            {"type": "Installed", "status": "True", "reason": "ActivePackageRevision"},
+            {"type": "Healthy", "status": "True", "reason": "HealthyPackageRevision"},
+        ],
+        "Current",
+    ),
+    PackageStateCase(
+        "A package Crossplane cannot fetch fails at once, not at the stage's timeout.",
+        [
+            {
+                "type": "Installed",
+                "status": "False",
+                "reason": "UnpackingPackage",
+                "message": "cannot unpack package: MANIFEST_UNKNOWN",
+            },
+            {"type": "Healthy", "status": "False", "reason": "UnhealthyPackageRevision"},
+        ],
+        "Failed",
+    ),
+    PackageStateCase(
+        "Healthy=False while the revision's health is unknown is every install's start: it waits.",
+        [
+            {"type": "Installed", "status": "True", "reason": "ActivePackageRevision"},
+            {
+                "type": "Healthy",
+                "status": "False",
+                "reason": "UnhealthyPackageRevision",
+                "message": 'Package revision health is "Unknown"',
+            },
+        ],
+        "InProgress",
+    ),
+    PackageStateCase("A package with no conditions yet waits.", [], "InProgress"),
+]
+
+
+@pytest.mark.parametrize("case", PACKAGE_STATE_CASES, ids=lambda case: case.reason)
+def test_the_default_package_check_fails_only_what_crossplane_cannot_fetch(
+    case: PackageStateCase,
+) -> None:
+    # Evaluated with CEL as Flux evaluates it: failed before current.
+    (check,) = [c for c in flux.CROSSPLANE_HEALTH_CHECKS if c.kind == "Configuration"]
+    assert check.failed is not None
+    env = celpy.Environment()
+    status = {"conditions": case.conditions} if case.conditions else {}
+    activation = {"status": json_to_cel(status)}
+
+    def holds(expression: str) -> bool:
+        return bool(env.program(env.compile(expression)).evaluate(activation))
+
+    got = "Failed" if holds(check.failed) else "Current" if holds(check.current) else "InProgress"
+    assert got == case.want, case.reason
 
 
 @dataclass

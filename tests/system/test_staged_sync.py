@@ -403,6 +403,8 @@ def test_a_package_that_never_installs_keeps_the_sync_false_and_the_next_stage_w
     message = wait_for("the unhealthy package in SourceSynced", health_failed, STATUS_DEADLINE)
     assert staged.synced()["status"] == "False"
     assert "packages" in message, "the message names the stage"
+    # Failed by the function's check (Crossplane cannot fetch it), not timed out.
+    assert "Configuration/memos status: 'Failed'" in message, message
     memos = staged.hosted("configurations", "memos", PKG_API_VERSION)
     assert memos is not None, "the first stage applied the package"
     assert condition(memos, "Healthy").get("status") != "True"
