@@ -1,5 +1,9 @@
 """`controlplane-sandbox up` as the README runs it: it comes up, says how to reach it, and
-stops every process it started on SIGTERM."""
+stops every process it started on SIGTERM.
+
+Each case starts a whole platform of its own, not the system tests' shared one:
+it runs with the other tests, beside the system scenarios (`make test`).
+"""
 
 from __future__ import annotations
 
@@ -16,8 +20,7 @@ import pytest
 
 from sandbox import rootfs
 from sandbox.spaces import wait_for
-
-from .conftest import skip_unless_built
+from tests.system.conftest import skip_unless_built
 
 UP_DEADLINE = 300.0
 ALERTS_DEADLINE = 30.0
@@ -73,13 +76,12 @@ class UpCase:
     image_processes: int
 
 
+FROM_IMAGES = UpCase(
+    "the function, provider and Backup controller from the built images", ["--from-images"], 3
+)
 CASES = [
     UpCase("our programs from the development venv", [], 0),
-    UpCase(
-        "the function, provider and Backup controller from the built images",
-        ["--from-images"],
-        3,
-    ),
+    pytest.param(FROM_IMAGES, marks=pytest.mark.images, id=FROM_IMAGES.reason),
 ]
 
 
