@@ -41,40 +41,43 @@ class Alert:
         return rule
 
 
+def _not_within_two_intervals(last: str, interval: str) -> str:
+    """A schedule whose ``last`` timestamp is older than two of its ``interval``s.
+
+    One with no ``last`` at all fires once it was created two intervals ago; one
+    that exports no ``interval`` never fires.
+    """
+    return f"""\
+(
+  time() - {last}
+    > on (namespace, name) 2 * {interval}
+)
+or on (namespace, name)
+(
+  (
+    time() - controlplane_backup_schedule_created_timestamp_seconds
+      > on (namespace, name) 2 * {interval}
+  )
+  unless on (namespace, name) {last}
+)"""
+
+
 # A schedule is late when its newest success is older than two of its
 # intervals; one that never succeeded, when it is older than two intervals.
 # A suspended schedule exports no interval, so it never fires.
-_TOO_OLD = """\
-(
-  time() - controlplane_backup_last_success_timestamp_seconds
-    > on (namespace, name) 2 * controlplane_backup_schedule_interval_seconds
+_TOO_OLD = _not_within_two_intervals(
+    "controlplane_backup_last_success_timestamp_seconds",
+    "controlplane_backup_schedule_interval_seconds",
 )
-or on (namespace, name)
-(
-  (
-    time() - controlplane_backup_schedule_created_timestamp_seconds
-      > on (namespace, name) 2 * controlplane_backup_schedule_interval_seconds
-  )
-  unless on (namespace, name) controlplane_backup_last_success_timestamp_seconds
-)"""
 
-# Measured as _TOO_OLD is, against the drill interval: a schedule that asks for
-# drills and has passed none within two of them (a failing drill keeps the
-# last pass's time, so it fires here too once that is old). One that asks for
-# none exports no drill interval and never fires.
-_NOT_VERIFIED = """\
-(
-  time() - controlplane_backup_last_verified_timestamp_seconds
-    > on (namespace, name) 2 * controlplane_backup_drill_interval_seconds
+# The same against the drill interval: a schedule that asks for drills and has
+# passed none within two of them (a failing drill keeps the last pass's time,
+# so it fires here too once that is old). One that asks for none exports no
+# drill interval and never fires.
+_NOT_VERIFIED = _not_within_two_intervals(
+    "controlplane_backup_last_verified_timestamp_seconds",
+    "controlplane_backup_drill_interval_seconds",
 )
-or on (namespace, name)
-(
-  (
-    time() - controlplane_backup_schedule_created_timestamp_seconds
-      > on (namespace, name) 2 * controlplane_backup_drill_interval_seconds
-  )
-  unless on (namespace, name) controlplane_backup_last_verified_timestamp_seconds
-)"""
 
 # The newest Backup failed, or one failed within the hour: a later success
 # does not hide a schedule that fails every other run.
