@@ -758,6 +758,11 @@ class SpacesSimulator:
             (metadata["namespace"], metadata["name"]), secret, self.hosted_for(cp)
         )
         with self._secrets:
+            done = self._published.get(metadata["uid"])
+            if done is not None and done.secret == secret:
+                # Another worker published it while this one held an older copy: a second
+                # register would give the front a new token the written secret lacks.
+                return
             if self.front is not None:
                 self.front.register(*publication.control_plane, publication.server)
             if secret is not None:

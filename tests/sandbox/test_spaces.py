@@ -239,3 +239,16 @@ def test_crossplane_running_is_true_only_once_crossplane_runs_there(world: World
     assert condition(wait_for("CrossplaneRunning", started), "CrossplaneRunning")["status"] == (
         "True"
     )
+
+
+def test_publishing_a_control_plane_again_keeps_the_token_its_secret_holds(world: World) -> None:
+    # Four workers answer a shared hosted server; two holding copies of one ControlPlane
+    # from before and after it was published both reach the publishing step.
+    name = unique("ctp")
+    create(world, name, f"kubeconfig-{name}")
+    found = ready(world, name)
+    written = kubeconfig_in(world, f"kubeconfig-{name}")
+    world.simulator._publish(found, (GROUP, f"kubeconfig-{name}"))
+    assert kubeconfig_in(world, f"kubeconfig-{name}") == written
+    assert written is not None
+    assert status_through(written) == 200
