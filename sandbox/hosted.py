@@ -27,8 +27,8 @@ XRD_GROUP_VERSION = ("apiextensions.crossplane.io", "v2")
 class HostedControlPlane:
     """One hosted control plane: `server`, and `core` once `start_crossplane` has run.
 
-    Its API server belongs to the factory that started it; `stop` stops what
-    this object started, core.
+    Its API server belongs to the factory that started it, which removes its
+    folder when it closes; `stop` stops core and the API server's process.
     """
 
     name: str
@@ -70,9 +70,12 @@ class HostedControlPlane:
         return self.core is not None and self.core.running()
 
     def stop(self) -> None:
-        """Stop core, if it was started."""
-        if self.core is not None:
-            self.core.stop()
+        """Stop core, if it was started, then the API server (again: nothing more)."""
+        with self._starting:
+            core, self.core = self.core, None
+        if core is not None:
+            core.stop()
+        self.server.stop()
 
     def install_configuration(self, name: str, reference: str) -> None:
         """Install the Configuration package at `reference` under `name`."""

@@ -259,6 +259,7 @@ class Platform:
                 deletion_delay=self.deletion_delay,
                 front=self.front,
                 crossplane_running=self.crossplane_running,
+                release=self._release_hosted,
             )
         )
 
@@ -404,6 +405,7 @@ class Platform:
                 deletion_delay=self.deletion_delay,
                 front=front,
                 crossplane_running=self.crossplane_running,
+                release=self._release_hosted,
             )
         )
         name = "cloud"
@@ -465,6 +467,18 @@ class Platform:
         if self.crossplane_in_hosted:
             self.crossplane_in(name)
         return plane.server
+
+    def _release_hosted(self, server: APIServer) -> None:
+        """Stop the control plane behind `server`, its ControlPlane deleted: core, then its API.
+
+        Without this every control plane the suite ever made would keep serving on the
+        shared etcd until the platform stops, each a kube-apiserver more.
+        """
+        with self._hosted_lock:
+            names = [n for n, plane in self.hosted_control_planes.items() if plane.server is server]
+            planes = [self.hosted_control_planes.pop(name) for name in names]
+        for plane in planes:
+            plane.stop()
 
     def _manifest(self, name: str, *documents: dict[str, Any]) -> Path:
         path = self.workdir / "manifests" / f"{name}.yaml"

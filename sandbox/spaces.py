@@ -310,7 +310,12 @@ class SpacesSimulator:
 
     The kubeconfig it writes points at ``hosted``: a real API server standing
     in for every hosted control plane, or a function that starts one per
-    ControlPlane (given the ControlPlane's name), called once per ControlPlane.
+    ControlPlane (given the ControlPlane's name), called once per ControlPlane;
+    then ``release``, if given, is called with that API server once the
+    ControlPlane's deletion is over: the Space manages "the underlying lifecycle
+    of infrastructure (compute, memory, and storage)" of a control plane "from
+    creation to deletion" (docs.upbound.io ``operate/control-planes``), so its
+    API server stops serving with it.
     It writes it where ``writeConnectionSecretToRef`` says (its namespace
     defaults to the ControlPlane's: "If omitted, it is defaulted to the
     namespace of the ControlPlane", ``controlplane_types.go``), and nowhere when
@@ -355,9 +360,11 @@ class SpacesSimulator:
         releases: Releases | None = None,
         front: SpaceFront | None = None,
         crossplane_running: Callable[[str], bool] | None = None,
+        release: Callable[[APIServer], None] | None = None,
     ) -> None:
         self.space = space
         self.hosted = hosted
+        self.release = release
         self.provisioning_delay = provisioning_delay
         self.deletion_delay = deletion_delay
         self.front = front
@@ -803,8 +810,11 @@ class SpacesSimulator:
                 self.front.unregister(metadata["namespace"], metadata["name"])
             self._published.pop(uid, None)
         self._json_patch(cp, _remove_finalizer(list(metadata["finalizers"])))
-        for state in (self._first_seen, self._deleting_since, self._running, self._hosted_by_uid):
+        for state in (self._first_seen, self._deleting_since, self._running):
             state.pop(uid, None)
+        server = self._hosted_by_uid.pop(uid, None)
+        if server is not None and self.release is not None:
+            self.release(server)
 
     def _deleting(self, cp: dict[str, Any]) -> None:
         """Ready=False, Deleting (crossplane-runtime's); the API answers 503 from now on."""

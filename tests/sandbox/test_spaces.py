@@ -71,12 +71,12 @@ def unique(prefix: str) -> str:
     return f"{prefix}-{next(_names)}"
 
 
-def create(world: World, name: str, secret: str | None) -> None:
+def create(space: Kube, name: str, secret: str | None) -> None:
     spec: dict[str, Any] = {"crossplane": {"autoUpgrade": {"channel": "Stable"}}}
     if secret is not None:
         # No namespace: a Space defaults it to the ControlPlane's.
         spec["writeConnectionSecretToRef"] = {"name": secret}
-    world.space.create(
+    space.create(
         "controlplanes",
         {
             "apiVersion": f"{SPACES_GROUP}/{SPACES_VERSION}",
@@ -89,13 +89,13 @@ def create(world: World, name: str, secret: str | None) -> None:
     )
 
 
-def control_plane(world: World, name: str) -> dict[str, Any] | None:
-    return world.space.get("controlplanes", GROUP, name, SPACES_GROUP, SPACES_VERSION)
+def control_plane(space: Kube, name: str) -> dict[str, Any] | None:
+    return space.get("controlplanes", GROUP, name, SPACES_GROUP, SPACES_VERSION)
 
 
-def ready(world: World, name: str) -> dict[str, Any]:
+def ready(space: Kube, name: str) -> dict[str, Any]:
     def probe() -> dict[str, Any] | None:
-        found = control_plane(world, name)
+        found = control_plane(space, name)
         return found if condition(found, "Ready").get("status") == "True" else None
 
     return wait_for(f"ControlPlane {name} Ready", probe)
@@ -127,8 +127,8 @@ def test_the_connection_secret_is_the_fronts_bearer_token_kubeconfig_under_both_
     world: World,
 ) -> None:
     name = unique("ctp")
-    create(world, name, f"kubeconfig-{name}")
-    ready(world, name)
+    create(world.space, name, f"kubeconfig-{name}")
+    ready(world.space, name)
     secret = world.space.secret(GROUP, f"kubeconfig-{name}")
     assert secret is not None
     assert set(secret["data"]) == {"kubeconfig", "kubeconfig-incluster"}
@@ -149,15 +149,15 @@ def test_the_connection_secret_is_the_fronts_bearer_token_kubeconfig_under_both_
 
 def test_a_control_plane_that_names_no_secret_gets_none(world: World) -> None:
     name = unique("ctp")
-    create(world, name, None)
-    ready(world, name)
+    create(world.space, name, None)
+    ready(world.space, name)
     assert world.space.secret(GROUP, f"kubeconfig-{name}") is None
 
 
 def test_a_rotated_token_rewrites_the_secret_and_the_old_one_is_refused(world: World) -> None:
     name = unique("ctp")
-    create(world, name, f"kubeconfig-{name}")
-    ready(world, name)
+    create(world.space, name, f"kubeconfig-{name}")
+    ready(world.space, name)
     old = kubeconfig_in(world, f"kubeconfig-{name}")
     assert old is not None
     assert world.simulator.rotate_token(GROUP, name) == (GROUP, f"kubeconfig-{name}")
@@ -173,9 +173,9 @@ def test_a_rotated_token_rewrites_the_secret_and_the_old_one_is_refused(world: W
 def test_a_rotated_ca_rewrites_every_secret(world: World) -> None:
     names = [unique("ctp"), unique("ctp")]
     for name in names:
-        create(world, name, f"kubeconfig-{name}")
+        create(world.space, name, f"kubeconfig-{name}")
     for name in names:
-        ready(world, name)
+        ready(world.space, name)
     rewritten = world.simulator.rotate_ca()
     for name in names:
         assert (GROUP, f"kubeconfig-{name}") in rewritten
@@ -191,28 +191,28 @@ def test_deletion_says_deleting_answers_503_then_removes_the_secret_the_route_an
     world: World,
 ) -> None:
     name = unique("ctp")
-    create(world, name, f"kubeconfig-{name}")
-    found = ready(world, name)
+    create(world.space, name, f"kubeconfig-{name}")
+    found = ready(world.space, name)
     assert FINALIZER in found["metadata"]["finalizers"]
     kubeconfig = kubeconfig_in(world, f"kubeconfig-{name}")
     assert kubeconfig is not None
     started = time.monotonic()
     world.space.delete("controlplanes", GROUP, name, SPACES_GROUP, SPACES_VERSION)
-    held = control_plane(world, name)
+    held = control_plane(world.space, name)
     assert held is not None
     assert held["metadata"].get("deletionTimestamp")
     deleting = wait_for(
         f"ControlPlane {name} Ready=False, Deleting",
         lambda: (
-            condition(control_plane(world, name), "Ready").get("reason") == "Deleting"
-            and control_plane(world, name)
+            condition(control_plane(world.space, name), "Ready").get("reason") == "Deleting"
+            and control_plane(world.space, name)
         ),
     )
     assert condition(deleting, "Ready")["status"] == "False"
     assert world.space.secret(GROUP, f"kubeconfig-{name}") is not None
     # Its API answers 503 before the finalizer goes, as a control plane being torn down.
     assert status_through(kubeconfig) == 503
-    wait_for(f"ControlPlane {name} gone", lambda: control_plane(world, name) is None)
+    wait_for(f"ControlPlane {name} gone", lambda: control_plane(world.space, name) is None)
     assert time.monotonic() - started >= DELETION_DELAY
     assert world.space.secret(GROUP, f"kubeconfig-{name}") is None
     assert status_through(kubeconfig) == 404
@@ -220,8 +220,8 @@ def test_deletion_says_deleting_answers_503_then_removes_the_secret_the_route_an
 
 def test_crossplane_running_is_true_only_once_crossplane_runs_there(world: World) -> None:
     name = unique("ctp")
-    create(world, name, f"kubeconfig-{name}")
-    found = ready(world, name)
+    create(world.space, name, f"kubeconfig-{name}")
+    found = ready(world.space, name)
     assert condition(found, "CrossplaneRunning") | {"lastTransitionTime": None} == {
         "type": "CrossplaneRunning",
         "status": "False",
@@ -233,7 +233,7 @@ def test_crossplane_running_is_true_only_once_crossplane_runs_there(world: World
     world.simulator.refresh()
 
     def started() -> dict[str, Any] | None:
-        found = control_plane(world, name)
+        found = control_plane(world.space, name)
         return found if condition(found, "CrossplaneRunning").get("reason") == "Started" else None
 
     assert condition(wait_for("CrossplaneRunning", started), "CrossplaneRunning")["status"] == (
@@ -245,10 +245,43 @@ def test_publishing_a_control_plane_again_keeps_the_token_its_secret_holds(world
     # Four workers answer a shared hosted server; two holding copies of one ControlPlane
     # from before and after it was published both reach the publishing step.
     name = unique("ctp")
-    create(world, name, f"kubeconfig-{name}")
-    found = ready(world, name)
+    create(world.space, name, f"kubeconfig-{name}")
+    found = ready(world.space, name)
     written = kubeconfig_in(world, f"kubeconfig-{name}")
     world.simulator._publish(found, (GROUP, f"kubeconfig-{name}"))
     assert kubeconfig_in(world, f"kubeconfig-{name}") == written
     assert written is not None
     assert status_through(written) == 200
+
+
+def test_a_deleted_control_plane_releases_its_own_api_server_and_no_other(kube_etcd: Etcd) -> None:
+    # A Space deletes the control plane with its ControlPlane: with one API server per
+    # ControlPlane, the deleted one's is handed back to be stopped, the other's keeps serving.
+    released: list[APIServer] = []
+
+    def release(server: APIServer) -> None:
+        released.append(server)
+        server.stop()
+
+    with APIServerFactory(kube_etcd) as factory:
+        space = Kube(factory(name="space"))
+        space.apply_crds(SPACES_CRD)
+        space.namespace(GROUP)
+        servers: dict[str, APIServer] = {}
+
+        def hosted(name: str) -> APIServer:
+            servers[name] = factory(name=name)
+            return servers[name]
+
+        with SpacesSimulator(space, hosted, release=release):
+            leaving, staying = unique("ctp"), unique("ctp")
+            for name in (leaving, staying):
+                create(space, name, f"kubeconfig-{name}")
+                ready(space, name)
+            assert released == []
+            space.delete("controlplanes", GROUP, leaving, SPACES_GROUP, SPACES_VERSION)
+            wait_for(f"ControlPlane {leaving} gone", lambda: control_plane(space, leaving) is None)
+            wait_for("its API server released", lambda: released)
+            assert released == [servers[leaving]]
+            assert not servers[leaving].ready()
+            assert servers[staying].ready()

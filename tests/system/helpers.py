@@ -8,7 +8,7 @@ import re
 import threading
 import time
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -197,7 +197,10 @@ class GoneTimes:
     round get the same time, and ``<=`` is the order a test can assert.
 
     ``watched`` are objects of the management cluster in ``namespace``; ``in_space``
-    are the Space's, by ``(kind, namespace, name)``.
+    are the Space's, by ``(kind, namespace, name)``. ``read_when_gone`` asks a
+    question in the round its key's object is found gone, before what follows
+    from that (the Space deleting the control plane it could be asked of);
+    ``read`` holds the answers.
     """
 
     def __init__(
@@ -206,6 +209,7 @@ class GoneTimes:
         namespace: str,
         watched: dict[str, tuple[tuple[str, str, str], str]],
         in_space: Mapping[str, tuple[tuple[str, str, str], str, str]] | None = None,
+        read_when_gone: Mapping[str, Callable[[], object]] | None = None,
     ) -> None:
         self.platform = platform
         self.namespace = namespace
@@ -215,6 +219,8 @@ class GoneTimes:
         for key, (kind, space_namespace, name) in (in_space or {}).items():
             self.watched[key] = (platform.space, kind, space_namespace, name)
         self.gone: dict[str, float] = {}
+        self._read_when_gone = dict(read_when_gone or {})
+        self.read: dict[str, object] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True)
 
@@ -234,6 +240,8 @@ class GoneTimes:
             for key, (kube, kind, namespace, name) in self.watched.items():
                 if key not in self.gone and get(kube, kind, namespace, name) is None:
                     self.gone[key] = now
+                    if key in self._read_when_gone:
+                        self.read[key] = self._read_when_gone[key]()
 
 
 _SAMPLE = re.compile(r"^([a-zA-Z_:][\w:]*)(?:\{([^}]*)\})? ([0-9.eE+-]+)$", re.MULTILINE)

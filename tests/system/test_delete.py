@@ -60,6 +60,8 @@ def test_deleting_a_controlplane_removes_the_team_in_order_and_orphans_what_flux
             "composite": (XR, name),
         },
         in_space={"space controlplane": (SPACE_CONTROLPLANE, space_group, hosted)},
+        # Asked while the control plane still serves: Flux prunes before it lets go.
+        read_when_gone={"kustomization": lambda: configmap_value(platform, hosted, "kept")},
     )
     with watcher:
         group, version, plural = XR
@@ -84,7 +86,9 @@ def test_deleting_a_controlplane_removes_the_team_in_order_and_orphans_what_flux
     # The Space deleted the connection secret it wrote, and the front's route with it.
     assert platform.space.secret(space_group, f"kubeconfig-{hosted}") is None
     # ... Flux let go of what it applied (deletionPolicy Orphan) ...
-    assert configmap_value(platform, hosted, "kept") == "synced"
+    assert watcher.read["kustomization"] == "synced", watcher.read
+    # ... and the control plane stopped with its ControlPlane, as a Space's does.
+    assert hosted not in platform.hosted
     # ... and nothing of the team is left in the management cluster.
     wait_for(
         "no Usage, Instance, Flux object or kubeconfig secret of the team left",
