@@ -14,6 +14,7 @@ from tests.images.conftest import IMAGES_DIR, fail_if_stale
 
 from .helpers import (
     BACKUP_SCHEDULE,
+    CLAIM,
     XR,
     Team,
     app_files,
@@ -45,6 +46,8 @@ REQUIRED_TOOLS = (
 LAUNCHER_VARIABLE = "SYSTEM_TESTS_FROM"
 
 _PLATFORM: list[Platform] = []
+# Namespaces whose composites every module shares: the session's team.
+_SESSION_NAMESPACES: set[str] = set()
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -98,6 +101,7 @@ def team(platform: Platform) -> Team:
     Shared by the scenarios that follow it: a push, its backups, a restore of them.
     """
     namespace, name = unique("team"), "ctp"
+    _SESSION_NAMESPACES.add(namespace)
     repository = platform.git.repository(namespace)
     sha = repository.commit(app_files("first"), "first")
     platform.kube.namespace(namespace)
@@ -108,6 +112,34 @@ def team(platform: Platform) -> Team:
     )
     composite = wait_ready(platform, XR, namespace, name)
     return Team(namespace, name, repository, sha, composite, hosted_name(platform, namespace, name))
+
+
+def _composites(platform: Platform) -> set[tuple[tuple[str, str, str], str, str]]:
+    """Every ControlPlane composite and legacy claim, by kind, namespace and name."""
+    found = set()
+    for kind in (XR, CLAIM):
+        group, version, plural = kind
+        listed = platform.kube.custom.list_cluster_custom_object(group, version, plural)
+        found |= {
+            (kind, item["metadata"]["namespace"], item["metadata"]["name"])
+            for item in listed["items"]
+        }
+    return found
+
+
+@pytest.fixture(scope="module", autouse=True)
+def composites_deleted_after_the_module(platform: Platform) -> Iterator[None]:
+    """Delete, without waiting, what a module made and left, as a team leaving would.
+
+    The Space then stops each control plane; otherwise every control plane the
+    suite made would serve, and its core reconcile, until the session ends.
+    """
+    before = _composites(platform)
+    yield
+    for kind, namespace, name in _composites(platform) - before:
+        if namespace not in _SESSION_NAMESPACES:
+            group, version, plural = kind
+            platform.kube.delete(plural, namespace, name, group, version)
 
 
 @pytest.hookimpl(wrapper=True)
